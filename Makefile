@@ -1,0 +1,57 @@
+# kiln: one entry point for people and CI alike.
+#   make test   lint + unit tests + every molecule scenario (what CI runs)
+#   make demo   build the test bed, bring up the simulated cluster, run site.yml
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV ?= $(CURDIR)/.venv
+export PATH := $(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_HOME := $(CURDIR)/.cache/ansible-home
+export CONTAINERS_CONF := $(CURDIR)/.cache/containers.conf
+export PYTHONDONTWRITEBYTECODE := 1
+export NO_COLOR := 1
+export PY_COLORS := 0
+export ANSIBLE_NOCOLOR := 1
+
+# Scenarios run by `make test`, in order. Override to run a subset:
+#   make molecule SCENARIOS=default
+SCENARIOS ?= default
+
+.PHONY: help venv testbed lint unit molecule test demo demo-down clean
+
+help:
+	@echo "make test   - lint, unit tests and molecule scenarios ($(SCENARIOS))"
+	@echo "make demo   - simulated 3-node cluster (1 controller + 2 GPU nodes) running site.yml"
+	@echo "make lint | unit | molecule | testbed | demo-down | clean"
+
+venv: $(VENV)/.kiln-stamp
+
+$(VENV)/.kiln-stamp: requirements.txt
+	@tests/harness/venv.sh "$(VENV)"
+
+testbed: venv
+	@tests/harness/testbed.sh
+
+lint: venv
+	@tests/harness/stage.sh lint tests/harness/lint.sh
+
+unit: venv
+	@tests/harness/stage.sh unit python -m pytest -q tests/unit
+
+molecule: testbed
+	@export KILN_IMAGE="$$(cat .cache/image)"; for s in $(SCENARIOS); do \
+	  tests/harness/stage.sh "molecule:$$s" molecule test -s "$$s" || exit 1; \
+	done
+
+test: venv
+	@tests/harness/run-tests.sh $(SCENARIOS)
+
+demo: testbed
+	@tests/harness/demo.sh up
+
+demo-down:
+	@tests/harness/demo.sh down
+
+clean: demo-down
+	rm -rf .cache

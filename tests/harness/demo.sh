@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `make demo`: a simulated cluster on the test bed -- 1 controller + 2 GPU
+# nodes (no real GPUs) as systemd containers on the kiln-testbed network --
+# then `ansible-playbook site.yml` against it (inventories/testbed).
+#   demo.sh up     create/reuse the nodes and run site.yml
+#   demo.sh down   remove the nodes
+source "$(dirname "$0")/lib.sh"
+cd "${KILN_ROOT}"
+inventory="inventories/testbed/hosts.yml"
+nodes=(kiln-demo-ctl kiln-demo-gpu1 kiln-demo-gpu2)
+
+down() {
+  for node in "${nodes[@]}"; do
+    podman rm -f "${node}" >/dev/null 2>&1 && log "removed ${node}" || true
+  done
+}
+
+up() {
+  image="$(cat "${KILN_CACHE}/image")"
+  for node in "${nodes[@]}"; do
+    if [[ "$(podman inspect -f '{{.State.Running}}' "${node}" 2>/dev/null)" == "true" ]]; then
+      log "${node} is running: reusing it"
+      continue
+    fi
+    podman rm -f "${node}" >/dev/null 2>&1 || true
+    podman run -d --name "${node}" --hostname "${node}" --network "${KILN_NET_NAME}" \
+      --systemd=always --privileged --label owner=kiln-demo "${image}" /sbin/init >/dev/null
+    log "started ${node} (${image})"
+  done
+  for node in "${nodes[@]}"; do
+    for _ in $(seq 1 60); do
+      state="$(podman exec "${node}" systemctl is-system-running 2>/dev/null || true)"
+      [[ "${state}" == "running" || "${state}" == "degraded" ]] && break
+      sleep 1
+    done
+  done
+  log "running: ansible-playbook -i ${inventory} site.yml"
+  ansible-playbook -i "${inventory}" site.yml
+}
+
+case "${1:-up}" in
+  up) up ;;
+  down) down ;;
+  *) die "usage: demo.sh up|down" ;;
+esac
