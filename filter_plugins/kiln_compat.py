@@ -1566,45 +1566,52 @@ def kiln_stacks_by_host(hostvars: Mapping[str, Any], hosts: Sequence[str], var: 
 
 def kiln_hostlist(hosts: Sequence[str]) -> str:
     """Compress host names Slurm-style: ``gpu01,gpu02,gpu03,gpu07`` -> ``gpu[01-03,07]``."""
-    buckets: dict[tuple[str, str, int], list[int]] = {}
-    widths: dict[tuple[str, str, int], int] = {}
-    plain: list[str] = []
-    order: list[Any] = []
+    if isinstance(hosts, (str, bytes)):
+        hosts = [hosts]
+    # (prefix, suffix) -> digit strings, in order of first appearance
+    families: dict[tuple[str, str], list[str]] = {}
+    order: list[tuple[str, Any]] = []
     for host in hosts:
         m = re.match(r"^(.*?)(\d+)(\D*)$", str(host))
         if not m:
-            plain.append(str(host))
             order.append(("plain", str(host)))
             continue
-        digits = m.group(2)
-        width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
-        key = (m.group(1), m.group(3), width)
-        if key not in buckets:
-            buckets[key] = []
-            order.append(("bucket", key))
-        buckets[key].append(int(digits))
-        widths[key] = width
+        fam = (m.group(1), m.group(3))
+        if fam not in families:
+            families[fam] = []
+            order.append(("family", fam))
+        families[fam].append(m.group(2))
     parts: list[str] = []
-    for kind, key in order:
+    for kind, item in order:
         if kind == "plain":
-            parts.append(key)
+            parts.append(item)
             continue
-        prefix, suffix, width = key
-        nums = sorted(set(buckets[key]))
-        ranges: list[str] = []
-        start = prev = nums[0]
-        for n in nums[1:] + [None]:
-            if n is not None and n == prev + 1:
-                prev = n
-                continue
+        prefix, suffix = item
+        buckets: dict[int, set[int]] = {}
+        padded = {len(d) for d in families[item] if d.startswith("0") and len(d) > 1}
+        for digits in families[item]:
+            is_padded = digits.startswith("0") and len(digits) > 1
+            if is_padded:
+                width = len(digits)
+            elif len(padded) == 1 and len(digits) >= next(iter(padded)):
+                width = next(iter(padded))  # 10000 prints the same with or without :05d
+            else:
+                width = 0
+            buckets.setdefault(width, set()).add(int(digits))
+        for width, numbers in buckets.items():
+            nums = sorted(numbers)
             fmt = f"{{:0{width}d}}" if width else "{}"
-            ranges.append(fmt.format(start) if start == prev else f"{fmt.format(start)}-{fmt.format(prev)}")
-            if n is not None:
-                start = prev = n
-        if len(nums) == 1:
-            parts.append(f"{prefix}{ranges[0]}{suffix}")
-        else:
-            parts.append(f"{prefix}[{','.join(ranges)}]{suffix}")
+            ranges: list[str] = []
+            start = prev = nums[0]
+            for n in nums[1:] + [None]:
+                if n is not None and n == prev + 1:
+                    prev = n
+                    continue
+                ranges.append(fmt.format(start) if start == prev else f"{fmt.format(start)}-{fmt.format(prev)}")
+                if n is not None:
+                    start = prev = n
+            inner = ranges[0] if len(nums) == 1 else f"[{','.join(ranges)}]"
+            parts.append(f"{prefix}{inner}{suffix}")
     return ",".join(parts)
 
 

@@ -1,0 +1,176 @@
+"""Package strings and repositories rendered for each supported OS."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+import kiln_compat as kc
+
+STACK: dict[str, Any] = {
+    "gpu": "H100-SXM5-80GB",
+    "driver": "550.127.05",
+    "driver_flavor": "open",
+    "fabricmanager": "550.127.05",
+    "cuda": "12.4",
+    "cudnn": "9.5.1.17",
+    "nccl": "2.21.5",
+    "container_toolkit": "1.17.8",
+    "dcgm": "4.6.0",
+    "torch": "2.5",
+    "ofed": {"kind": "doca", "version": "3.2.1"},
+}
+CTK_APT = ["nvidia-container-toolkit=1.17.8-1", "nvidia-container-toolkit-base=1.17.8-1",
+           "libnvidia-container-tools=1.17.8-1", "libnvidia-container1=1.17.8-1"]
+CTK_DNF = [p.replace("=", "-") for p in CTK_APT]
+
+EXPECTED: dict[str, dict[str, Any]] = {
+    "ubuntu-22.04": {
+        "distro": "ubuntu2204",
+        "packages": {
+            "driver": ["nvidia-open-550=550.127.05-1"],
+            "fabricmanager": ["nvidia-fabricmanager-550=550.127.05-1", "libnvidia-nscq-550=550.127.05-1"],
+            "cuda": ["cuda-toolkit-12-4=12.4.1-1"],
+            "cudnn": ["libcudnn9-cuda-12=9.5.1.17-1", "libcudnn9-dev-cuda-12=9.5.1.17-1"],
+            "nccl": ["libnccl2=2.21.5-1+cuda12.4", "libnccl-dev=2.21.5-1+cuda12.4"],
+            "container_toolkit": CTK_APT,
+            "dcgm": ["datacenter-gpu-manager-4-cuda12=1:4.6.0-1"],
+            "ofed": ["doca-ofed"],
+        },
+    },
+    "ubuntu-24.04": {"distro": "ubuntu2404"},
+    "debian-12": {"distro": "debian12"},
+    "rocky-9": {
+        "distro": "rhel9",
+        "packages": {
+            "driver": ["nvidia-open-550.127.05-1.el9"],
+            "fabricmanager": ["nvidia-fabricmanager-550.127.05-1", "libnvidia-nscq-550.127.05-1"],
+            "cuda": ["cuda-toolkit-12-4-12.4.1-1"],
+            "cudnn": ["libcudnn9-cuda-12-9.5.1.17-1", "libcudnn9-devel-cuda-12-9.5.1.17-1"],
+            "nccl": ["libnccl-2.21.5-1+cuda12.4", "libnccl-devel-2.21.5-1+cuda12.4"],
+            "container_toolkit": CTK_DNF,
+            "dcgm": ["datacenter-gpu-manager-4-cuda12-4.6.0-1"],
+            "ofed": ["doca-ofed"],
+        },
+    },
+}
+EXPECTED["ubuntu-24.04"]["packages"] = EXPECTED["ubuntu-22.04"]["packages"]
+EXPECTED["debian-12"]["packages"] = EXPECTED["ubuntu-22.04"]["packages"]
+
+
+@pytest.mark.parametrize("os_id", sorted(EXPECTED))
+def test_packages_per_os(os_id: str) -> None:
+    stack = dict(STACK, os=os_id)
+    assert kc.kiln_packages(stack) == EXPECTED[os_id]["packages"]
+    for comp, pkgs in EXPECTED[os_id]["packages"].items():
+        assert kc.kiln_pkg(stack, comp) == pkgs
+
+
+@pytest.mark.parametrize("os_id", sorted(EXPECTED))
+def test_cuda_repo_per_os(os_id: str) -> None:
+    distro = EXPECTED[os_id]["distro"]
+    repo = kc.kiln_cuda_repo(os_id)
+    url = f"https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64/"
+    assert repo["url"] == url and repo["distro"] == distro
+    if os_id.startswith("rocky"):
+        assert repo["pkg_mgr"] == "dnf"
+        assert repo["repo_file_url"] == f"{url}cuda-{distro}.repo"
+        assert repo["key_url"].startswith(url)
+    else:
+        assert repo["pkg_mgr"] == "apt"
+        assert repo["key_url"] == f"{url}3bf863cc.pub"
+        assert repo["keyring_path"] == "/usr/share/keyrings/cuda-archive-keyring.gpg"
+        assert repo["keyring_package_url"] == f"{url}cuda-keyring_1.1-1_all.deb"
+        assert repo["apt_line"] == f"deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {url} /"
+
+
+def test_cuda_repo_mirror_and_arch() -> None:
+    repo = kc.kiln_cuda_repo("ubuntu-24.04", "http://mirror.internal/cuda/repos/", "aarch64")
+    assert repo["url"] == "http://mirror.internal/cuda/repos/ubuntu2404/sbsa/"
+    with pytest.raises(AnsibleFilterError, match="unknown arch"):
+        kc.kiln_cuda_repo("ubuntu-24.04", None, "ppc64le")
+    with pytest.raises(AnsibleFilterError, match="unknown OS"):
+        kc.kiln_cuda_repo("plan9")
+
+
+@pytest.mark.parametrize(("os_id", "url"), [
+    ("ubuntu-22.04", "https://nvidia.github.io/libnvidia-container/stable/deb/amd64"),
+    ("ubuntu-24.04", "https://nvidia.github.io/libnvidia-container/stable/deb/amd64"),
+    ("debian-12", "https://nvidia.github.io/libnvidia-container/stable/deb/amd64"),
+    ("rocky-9", "https://nvidia.github.io/libnvidia-container/stable/rpm/x86_64"),
+])
+def test_container_toolkit_repo(os_id: str, url: str) -> None:
+    repo = kc.kiln_container_toolkit_repo(os_id)
+    assert repo["url"] == url
+    assert repo["key_url"] == "https://nvidia.github.io/libnvidia-container/gpgkey"
+    if repo["pkg_mgr"] == "apt":
+        assert repo["keyring_path"] == "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+        assert repo["apt_line"].endswith(f"{url} /")
+    else:
+        assert repo["repo_file_url"] == "https://nvidia.github.io/libnvidia-container/stable/rpm/nvidia-container-toolkit.repo"
+    mirrored = kc.kiln_container_toolkit_repo(os_id, "https://mirror.internal/ctk/")
+    assert mirrored["url"].startswith("https://mirror.internal/ctk/stable/")
+
+
+def test_flavors_and_branches() -> None:
+    prop = dict(STACK, os="ubuntu-24.04", driver_flavor="proprietary")
+    assert kc.kiln_pkg(prop, "driver") == ["cuda-drivers-550=550.127.05-1"]
+    default = {k: v for k, v in STACK.items() if k != "driver_flavor"}
+    # no flavor given: the branch default (proprietary before R560, open from R560) unless the GPU decides
+    assert kc.kiln_pkg(dict(default, os="ubuntu-24.04"), "driver") == ["cuda-drivers-550=550.127.05-1"]
+    assert kc.kiln_pkg(dict(default, os="ubuntu-24.04", driver="580.173.02"), "driver") == ["nvidia-open-580=580.173.02-1"]
+    assert kc.kiln_pkg({"gpu": "B200", "driver": "550.127.05", "os": "debian-12"}, "driver") == ["nvidia-open-550=550.127.05-1"]
+    volta = {"gpu": "V100", "driver": "580.173.02", "os": "ubuntu-24.04"}
+    assert kc.kiln_pkg(volta, "driver") == ["cuda-drivers-580=580.173.02-1"]
+    assert kc.kiln_pkg({"driver": "470.239.06", "os": "debian-12"}, "driver") == ["cuda-drivers-470=470.239.06-1"]
+
+
+def test_cudnn8_nccl_suffix_dcgm3_and_pkg_mgr_argument() -> None:
+    stack = {"cuda": "12.2.2", "cudnn": "8.9.7.29", "nccl": "2.19.3", "dcgm": "3.3.9"}
+    assert kc.kiln_pkg(stack, "cudnn", "apt") == ["libcudnn8=8.9.7.29-1+cuda12.2", "libcudnn8-dev=8.9.7.29-1+cuda12.2"]
+    assert kc.kiln_pkg(stack, "nccl", "apt") == ["libnccl2=2.19.3-1+cuda12.2", "libnccl-dev=2.19.3-1+cuda12.2"]
+    assert kc.kiln_pkg(dict(stack, cuda="12.3.1"), "nccl", "apt") == ["libnccl2=2.19.3-1+cuda12.3", "libnccl-dev=2.19.3-1+cuda12.3"]
+    assert kc.kiln_pkg(stack, "dcgm", "ubuntu-22.04") == ["datacenter-gpu-manager=1:3.3.9"]
+    assert kc.kiln_pkg({"cuda": "13.0.2"}, "cuda", "dnf") == ["cuda-toolkit-13-0-13.0.2-1"]
+    assert kc.kiln_pkg({"nccl": "2.21.5-1+cuda12.4"}, "nccl", "apt") == ["libnccl2=2.21.5-1+cuda12.4", "libnccl-dev=2.21.5-1+cuda12.4"]
+
+
+def test_dcgm_cuda_major_follows_driver_and_gpu() -> None:
+    assert kc.kiln_pkg({"dcgm": "4.6.0", "driver": "595.91.07"}, "dcgm", "apt") == ["datacenter-gpu-manager-4-cuda13=1:4.6.0-1"]
+    assert kc.kiln_pkg({"dcgm": "4.6.0", "driver": "580.173.02", "gpu": "V100"}, "dcgm", "apt") == [
+        "datacenter-gpu-manager-4-cuda12=1:4.6.0-1"]
+
+
+def test_absent_components_render_nothing() -> None:
+    assert kc.kiln_packages({"os": "ubuntu-24.04"}) == {}
+    assert kc.kiln_pkg({"ofed": {"kind": "inbox"}}, "ofed", "apt") == []
+
+
+@pytest.mark.parametrize(("stack", "component", "match"), [
+    ({"cudnn": "9.5.1.17", "os": "ubuntu-24.04"}, "cudnn", "kiln_stack.cuda is required"),
+    ({"nccl": "2.21.5", "os": "ubuntu-24.04"}, "nccl", "no known build"),
+    ({"driver": "550.127.05"}, "driver", "need a package manager"),
+    ({"driver": "550.127.05"}, "kernel", "unknown component"),
+    ({"driver": "999.1.1", "os": "debian-12"}, "driver", "not a release of a known branch"),
+    ({"cuda": "12.7", "os": "debian-12"}, "cuda", "not in data"),
+])
+def test_rendering_errors_are_clear(stack: dict[str, Any], component: str, match: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=match):
+        kc.kiln_pkg(stack, component)
+
+
+def test_torch_index() -> None:
+    assert kc.kiln_torch_index({"torch": "2.14.1", "cuda": "13.0.2"}) == {
+        "index_url": "https://download.pytorch.org/whl/cu130", "variant": "cu130", "requirement": "torch==2.14.1"}
+    assert kc.kiln_torch_index({"torch": "2.14+cu126"}, "https://mirror.internal/whl/")["index_url"] == "https://mirror.internal/whl/cu126"
+    assert kc.kiln_torch_index({"torch": "2.12"})["requirement"] == "torch==2.12.*"
+    assert kc.kiln_torch_index({}) == {}
+
+
+def test_resolve_stack() -> None:
+    r = kc.kiln_resolve_stack(dict(STACK, os="Rocky-9.4"))
+    assert r["os"] == "rhel-9" and r["pkg_mgr"] == "dnf" and r["cuda_full"] == "12.4.1"
+    assert r["driver_branch"] == "550" and r["nccl_build"] == "12.4" and r["torch_variant"] == "cu124"
+    assert r["dcgm_cuda_major"] == "12" and r["gpu_info"]["arch"] == "hopper"
