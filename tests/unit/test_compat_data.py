@@ -67,8 +67,9 @@ def test_cuda_min_driver_never_decreases_within_a_major() -> None:
 def test_filters_match_sidecar_docs() -> None:
     filters = kc.FilterModule().filters()
     docs = {p.stem: p for p in FILTER_DIR.glob("kiln_*.yml")}
-    assert set(filters) == set(docs)
-    for name, path in docs.items():
+    assert set(filters) <= set(docs), set(filters) - set(docs)  # other plugin files document their own filters
+    for name in filters:
+        path = docs[name]
         doc = yaml.safe_load(path.read_text())
         assert doc["DOCUMENTATION"]["name"] == name
         assert doc["DOCUMENTATION"]["short_description"] and doc["EXAMPLES"].strip() and doc["RETURN"]["_value"]
