@@ -96,3 +96,19 @@ def test_preflight_passes_example_inventory(tmp_path: Path) -> None:
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
     assert "5 hosts, 1 distinct stacks, 0 errors" in out
+
+
+def test_detected_gpu_from_host_facts_joins_the_stack(tmp_path: Path) -> None:
+    book = tmp_path / "gpu_facts.yml"
+    book.write_text(
+        "---\n"
+        "- name: Pretend gpu02 reported its GPU (set_fact needs no connection)\n  hosts: gpu02\n  gather_facts: false\n"
+        "  tasks:\n    - name: Cache a GPU fact\n      ansible.builtin.set_fact:\n"
+        "        kiln_gpus: [{pci_id: '10de:20b2'}]\n        cacheable: true\n"
+        f"- name: Preflight\n  ansible.builtin.import_playbook: {REPO / 'playbooks/preflight.yml'}\n"
+    )
+    res = run(str(book), "-i", "inventories/example", tmp_path=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out
+    assert "5 hosts, 2 distinct stacks, 1 errors" in out
+    assert "[gpu-detected] gpu02 (1 host): Inventory says gpu H100-SXM5-80GB but the host reports A100-SXM4-80GB" in out
