@@ -7,6 +7,7 @@ real /etc, /var or /run. Network traffic is loopback only, on ports picked free.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -22,19 +23,38 @@ import pytest
 EMU = Path(__file__).resolve().parents[1] / "fixtures" / "emulators"
 PY = sys.executable
 
+GPU_EMULATOR = EMU.parent / "gpu-emulator"
+
+# Same shape as tests/fixtures/gpu-emulator/profiles/*.json: a `gpu` template times `gpu_count`.
 PROFILE = {
+    "name": "unit-h100-2",
     "driver_version": "580.95.05",
     "cuda_version": "13.0",
-    "nvswitch": 4,
-    "gpus": [
-        {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0a1b2c3d-0000-1111-2222-333344445555",
-         "pci_bus_id": "00000000:19:00.0", "pci_device_id": "0x233010DE", "memory_total_mib": 81559,
-         "nvlink_count": 18},
-        {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0a1b2c3d-0000-1111-2222-333344446666",
-         "pci_bus_id": "00000000:3B:00.0", "pci_device_id": "0x233010DE", "memory_total_mib": 81559,
-         "nvlink_count": 18},
-    ],
+    "driver_loaded": True,
+    "gpu_count": 2,
+    "bus_ids": ["0000:19:00.0", "0000:3b:00.0"],
+    "gpu": {"name": "NVIDIA H100 80GB HBM3", "pci_device_id": "10de:2330", "memory_total_mib": 81559,
+            "power_draw_w": 71.2, "temperature_c": 31, "nvlink_count": 18},
+    "gpu_overrides": {},
+    "nvswitch_count": 4,
 }
+
+
+def uuid_of(index, seed="unit-h100-2"):
+    """The identity the gpu-emulator's nvidia-smi derives for a GPU."""
+    d = hashlib.sha256(("%s/%d" % (seed, index)).encode()).hexdigest()
+    return "GPU-%s-%s-%s-%s-%s" % (d[0:8], d[8:12], d[12:16], d[16:20], d[20:32])
+
+
+UUID0, UUID1 = uuid_of(0), uuid_of(1)
+
+
+def with_profile(env, tmp_path, **changes):
+    prof = json.loads(json.dumps(PROFILE))
+    prof.update(changes)
+    path = tmp_path / "changed-profile.json"
+    path.write_text(json.dumps(prof))
+    return dict(env, KILN_GPU_PROFILE=str(path))
 
 
 def free_port() -> int:
@@ -188,7 +208,7 @@ def test_ctk_cdi_generate_and_list(env):
     spec = Path(env["_root"]) / "etc/cdi/nvidia.yaml"
     text = spec.read_text()
     assert text.startswith("---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n")
-    for name in ('"0"', '"1"', "GPU-0a1b2c3d-0000-1111-2222-333344445555", "all"):
+    for name in ('"0"', '"1"', UUID0, "all"):
         assert "    - name: %s\n" % name in text
     for node in ("/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm"):
         assert "path: %s\n" % node in text
@@ -199,10 +219,9 @@ def test_ctk_cdi_generate_and_list(env):
     r = run("nvidia-ctk", "cdi", "list", env=env)
     assert r.returncode == 0
     assert "Found 5 CDI devices" in r.stderr
-    assert r.stdout.splitlines() == [
-        "nvidia.com/gpu=0", "nvidia.com/gpu=1",
-        "nvidia.com/gpu=GPU-0a1b2c3d-0000-1111-2222-333344445555",
-        "nvidia.com/gpu=GPU-0a1b2c3d-0000-1111-2222-333344446666", "nvidia.com/gpu=all"]
+    # registry.ListDevices() order: plain string sort of "kind=name"
+    assert r.stdout.splitlines() == ["nvidia.com/gpu=0", "nvidia.com/gpu=1"] + sorted(
+        ["nvidia.com/gpu=" + UUID0, "nvidia.com/gpu=" + UUID1]) + ["nvidia.com/gpu=all"]
 
 
 def test_ctk_cdi_generate_json(env, tmp_path):
@@ -212,6 +231,12 @@ def test_ctk_cdi_generate_json(env, tmp_path):
     spec = json.loads(out.read_text())
     assert spec["kind"] == "nvidia.com/gpu"
     assert [d["name"] for d in spec["devices"]][-1] == "all"
+
+
+def test_ctk_cdi_generate_driver_not_loaded(env, tmp_path):
+    r = run("nvidia-ctk", "cdi", "generate", env=with_profile(env, tmp_path, driver_loaded=False))
+    assert r.returncode == 1
+    assert "failed to initialize NVML: Driver Not Loaded" in r.stderr
 
 
 def test_ctk_cdi_generate_without_nvml_fails(env):
@@ -245,7 +270,7 @@ def test_dcgmi_discovery(env, hostengine):
     assert out.startswith("2 GPUs found (Active).\n")
     assert "| 0      | Name: NVIDIA H100 80GB HBM3" in out
     assert "PCI Bus ID: 00000000:3B:00.0" in out
-    assert "Device UUID: GPU-0a1b2c3d-0000-1111-2222-333344445555" in out
+    assert "Device UUID: " + UUID0 in out
     assert "4 NvSwitches found." in out
 
 
@@ -284,11 +309,7 @@ def test_dcgmi_diag_table_pass(env, hostengine):
 
 def test_dcgmi_diag_gpu_fault(env, hostengine, tmp_path):
     port, _ = hostengine
-    prof = json.loads(json.dumps(PROFILE))
-    prof["gpus"][1]["fault"] = "pcie"
-    p = tmp_path / "faulty.json"
-    p.write_text(json.dumps(prof))
-    e = dict(env, KILN_GPU_PROFILE=str(p))
+    e = with_profile(env, tmp_path, gpu_overrides={"1": {"fault": "pcie"}})
     r = run("dcgmi", "diag", "-r", "2", "--host", "127.0.0.1:%d" % port, env=e)
     assert r.returncode == 226  # DCGM_ST_NVVS_ERROR (-30)
     assert "| pcie                      | Fail                                           |" in r.stdout
@@ -299,10 +320,9 @@ def test_dcgmi_diag_gpu_fault(env, hostengine, tmp_path):
 
 def test_dcgmi_diag_dcgm_fail_json(env, hostengine, tmp_path):
     port, _ = hostengine
-    prof = dict(PROFILE, dcgm_fail={"test": "memory", "gpus": [0], "message": "Found 2 faulty memory elements"})
-    p = tmp_path / "fail.json"
-    p.write_text(json.dumps(prof))
-    r = run("dcgmi", "diag", "-r", "3", "-j", "--host", "127.0.0.1:%d" % port, env=dict(env, KILN_GPU_PROFILE=str(p)))
+    e = with_profile(env, tmp_path, dcgm_fail={"test": "memory", "gpus": [0],
+                                               "message": "Found 2 faulty memory elements"})
+    r = run("dcgmi", "diag", "-r", "3", "-j", "--host", "127.0.0.1:%d" % port, env=e)
     assert r.returncode == 205  # DCGM_ST_NVVS_ISOLATE_ERROR (-51): faulty memory isolates the GPU
     doc = json.loads(r.stdout)
     mem = [t for c in doc["DCGM Diagnostic"]["test_categories"] for t in c["tests"] if t["name"] == "memory"][0]
@@ -370,7 +390,35 @@ def test_exporter_serves_metrics(env, hostengine):
         assert "# TYPE %s " % metric in body
     assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in body
     line = [ln for ln in body.splitlines() if ln.startswith("DCGM_FI_DEV_FB_FREE{gpu=\"1\"")][0]
-    for label in ('UUID="GPU-0a1b2c3d-0000-1111-2222-333344446666"', 'device="nvidia1"',
+    for label in ('UUID="%s"' % UUID1, 'device="nvidia1"',
                   'modelName="NVIDIA H100 80GB HBM3"', 'pci_bus_id="00000000:3B:00.0"', "Hostname="):
         assert label in line
     assert line.endswith(" 81559")
+
+
+# ------------------------------------------------------------------ shipped profiles, cross-tool identity
+@pytest.mark.parametrize("profile", ["h100-sxm-8", "l40s-2"])
+def test_shipped_profiles_match_nvidia_smi(env, hostengine, profile):
+    path = GPU_EMULATOR / "profiles" / ("%s.json" % profile)
+    if not path.exists() or not (GPU_EMULATOR / "nvidia-smi").exists():
+        pytest.skip("gpu-emulator profiles not present")
+    port, _ = hostengine
+    e = dict(env, KILN_GPU_PROFILE=str(path))
+    data = json.loads(path.read_text())
+    smi = subprocess.run([PY, str(GPU_EMULATOR / "nvidia-smi"), "-L"], env=e, capture_output=True, text=True,
+                         timeout=10)
+    assert smi.returncode == 0, smi.stderr
+    smi_uuids = [line.rsplit("UUID: ", 1)[1].rstrip(")") for line in smi.stdout.splitlines()]
+    disc = run("dcgmi", "discovery", "-l", "--host", "127.0.0.1:%d" % port, env=e)
+    assert disc.returncode == 0
+    assert [ln.split("Device UUID: ")[1].split()[0] for ln in disc.stdout.splitlines()
+            if "Device UUID: " in ln] == smi_uuids
+    assert "%d NvSwitch" % data.get("nvswitch_count", 0) in disc.stdout
+    diag = run("dcgmi", "diag", "-r", "2", "-j", "--host", "127.0.0.1:%d" % port, env=e)
+    assert diag.returncode == 0
+    doc = json.loads(diag.stdout)
+    assert len(doc["entity_groups"][0]["entities"]) == data["gpu_count"]
+    cdi = run("nvidia-ctk", "cdi", "generate", env=e)
+    assert cdi.returncode == 0
+    for u in smi_uuids:
+        assert "    - name: %s\n" % u in cdi.stdout
