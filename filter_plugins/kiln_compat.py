@@ -1204,6 +1204,25 @@ def kiln_gpu(gpu: str) -> dict[str, Any]:
     return info
 
 
+def kiln_gpu_pci_models(models: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    """PCI id -> ``{model, architecture, nvswitch, family}`` for every known GPU variant.
+
+    The input restricts the result to the listed models/variants (``[]`` or ``None``:
+    all). Feeds the ``pci_models`` option of library/kiln_gpu_facts.
+    """
+    if isinstance(models, (str, bytes)):
+        models = [models]
+    wanted = {str(m) for m in (models or [])}
+    out: dict[str, dict[str, Any]] = {}
+    for family, entry in compat_data()["gpus"].items():
+        for pci_id, var in (entry.get("variants") or {}).items():
+            if wanted and family not in wanted and var["name"] not in wanted:
+                continue
+            out[pci_id] = {"model": var["name"], "architecture": entry["arch"], "nvswitch": bool(var.get("nvswitch")),
+                           "family": family}
+    return out
+
+
 def kiln_resolve_stack(stack: Mapping[str, Any]) -> dict[str, Any]:
     """Expand a stack into the exact versions kiln installs.
 
@@ -1493,10 +1512,12 @@ def _detected_gpu(facts: Any) -> str | None:
             if isinstance(sub, Mapping):
                 candidates.extend(sub.get(k) for k in ("gpus", "gpu", "model") if sub.get(k))
     for cand in candidates:
+        if isinstance(cand, Mapping) and isinstance(cand.get("gpus"), (list, tuple)):
+            cand = cand["gpus"]  # library/kiln_gpu_facts: ansible_facts.kiln_gpu.gpus
         if isinstance(cand, (list, tuple)):
             cand = cand[0] if cand else None
         if isinstance(cand, Mapping):
-            cand = cand.get("pci_id") or cand.get("model") or cand.get("name")
+            cand = cand.get("pci_device_id") or cand.get("pci_id") or cand.get("model") or cand.get("name")
         if cand:
             return str(cand)
     return None
@@ -1763,6 +1784,7 @@ class FilterModule:
             "kiln_recommend_stack": kiln_recommend_stack,
             "kiln_resolve_stack": kiln_resolve_stack,
             "kiln_gpu": kiln_gpu,
+            "kiln_gpu_pci_models": kiln_gpu_pci_models,
             "kiln_version_cmp": kiln_version_cmp,
             "kiln_version_compare": kiln_version_compare,
             "kiln_version_sort": kiln_version_sort,

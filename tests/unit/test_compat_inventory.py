@@ -60,6 +60,9 @@ def test_allow_list_is_part_of_the_key() -> None:
     ({"kiln_gpus": [{"pci_id": "10de:2330", "name": "NVIDIA H100 80GB HBM3"}]}, "10de:2330"),
     ({"kiln_gpu": "A100-SXM4-80GB"}, "A100-SXM4-80GB"),
     ({"ansible_local": {"kiln_gpu": {"model": "L40S"}}}, "L40S"),
+    ({"kiln_gpu": {"driver_loaded": True, "gpus": [{"index": 0, "model": "L40S", "pci_device_id": "10de:26b9"}],
+                   "models": ["L40S"]}}, "10de:26b9"),
+    ({"kiln_gpu": {"driver_loaded": False, "gpus": []}}, None),
     ({"ansible_local": {}}, None),
     ({}, None),
 ])
@@ -125,6 +128,13 @@ def test_plan_per_group() -> None:
     assert plan["groups"]["odd"]["stacks"][0]["errors"]  # no os: cannot render packages, says so
     text = "\n".join(kc.kiln_plan_text(plan))
     assert "== group gpu_nodes (4 hosts) ==" in text and "cuda-toolkit-13-0=13.0.2-1" in text
+
+
+def test_gpu_pci_models_feed_the_facts_module() -> None:
+    models = kc.kiln_gpu_pci_models()
+    assert models["10de:2330"] == {"model": "H100-SXM5-80GB", "architecture": "hopper", "nvswitch": True, "family": "H100"}
+    assert set(kc.kiln_gpu_pci_models(["L40S"])) == {"10de:26b9"}
+    assert kc.kiln_gpu(models["10de:2330"]["model"])["pci_id"] == "10de:2330"
 
 
 def test_missing_python_libs() -> None:
