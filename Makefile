@@ -16,7 +16,7 @@ export ANSIBLE_NOCOLOR := 1
 
 # Scenarios run by `make test`, in order. Override to run a subset:
 #   make molecule SCENARIOS=default
-SCENARIOS ?= default
+SCENARIOS ?= default gpu
 
 .PHONY: help venv testbed lint unit molecule test demo demo-down clean
 
@@ -40,7 +40,7 @@ unit: venv
 	@tests/harness/stage.sh unit python -m pytest -q tests/unit
 
 molecule: testbed
-	@export KILN_IMAGE="$$(cat .cache/image)"; for s in $(SCENARIOS); do \
+	@set -a; source .cache/testbed.env; set +a; for s in $(SCENARIOS); do \
 	  tests/harness/stage.sh "molecule:$$s" molecule test -s "$$s" || exit 1; \
 	done
 

@@ -13,8 +13,7 @@ run() { tests/harness/stage.sh "$@" || failed=1; }
 run lint tests/harness/lint.sh
 run unit python -m pytest -q -p no:cacheprovider tests/unit
 if tests/harness/stage.sh testbed tests/harness/testbed.sh; then
-  KILN_IMAGE="$(cat .cache/image)"
-  export KILN_IMAGE
+  set -a; source .cache/testbed.env; set +a
   for s in "${scenarios[@]}"; do
     run "molecule:${s}" molecule test -s "${s}"
   done

@@ -10,7 +10,8 @@ source "$(dirname "$0")/lib.sh"
 [[ "$(id -u)" -eq 0 ]] || die "the test bed needs root (rootful podman with systemd containers)"
 
 need_pkgs=()
-for pair in podman:podman runc:runc debootstrap:debootstrap ip:iproute2 slirp4netns:slirp4netns; do
+for pair in podman:podman runc:runc debootstrap:debootstrap ip:iproute2 slirp4netns:slirp4netns \
+            gpg:gnupg dpkg-deb:dpkg dpkg-scanpackages:dpkg-dev gcc:gcc; do
   cmd="${pair%%:*}"; pkg="${pair##*:}"
   command -v "${cmd}" >/dev/null 2>&1 || need_pkgs+=("${pkg}")
 done
@@ -73,3 +74,17 @@ else
   log "created network ${KILN_NET_NAME} (${KILN_NET_SUBNET})"
 fi
 printf '%s\n' "${image}" >"${KILN_CACHE}/image"
+
+# Fixture of NVIDIA's signed repositories (tests/fixtures/nvidia-repo), rebuilt
+# only when its inputs change; scenarios mount it read-only into the nodes.
+repo_hash="$("${KILN_ROOT}/.venv/bin/python" "${KILN_ROOT}/tests/harness/fixture_repo.py" --hash)"
+repo_dir="${KILN_CACHE}/fixture-repo-${repo_hash}"
+"${KILN_ROOT}/.venv/bin/python" "${KILN_ROOT}/tests/harness/fixture_repo.py" "${repo_dir}"
+find "${KILN_CACHE}" -maxdepth 1 -name 'fixture-repo-*' ! -name "fixture-repo-${repo_hash}" -exec rm -rf {} +
+ln -sfn "fixture-repo-${repo_hash}" "${KILN_CACHE}/fixture-repo"
+cat >"${KILN_CACHE}/testbed.env" <<ENV
+KILN_IMAGE=${image}
+KILN_FIXTURE_REPO=${repo_dir}
+KILN_FIXTURE_FPR=$(cat "${repo_dir}/fingerprint.txt")
+ENV
+log "fixture repositories: ${repo_dir} (key $(cat "${repo_dir}/fingerprint.txt"))"

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Build kiln's fixture of NVIDIA's Debian 12 package repositories.
+
+Reads tests/fixtures/nvidia-repo/manifest.yml, builds every package with
+dpkg-deb, writes flat APT repositories (Packages, Packages.gz, Release) laid
+out like NVIDIA's (compute/cuda/repos/debian12/x86_64/ and
+libnvidia-container/stable/deb/amd64/), and signs them (InRelease,
+Release.gpg) with a throwaway key generated for this build. The public key
+(key.asc) and its fingerprint (fingerprint.txt) are written next to the
+repositories so a scenario can pass them as the pinned key.
+
+    fixture_repo.py OUTDIR      build into OUTDIR (skips when OUTDIR/.complete exists)
+    fixture_repo.py --hash      print the hash of everything the build reads
+
+Test fixture only: nothing here is shipped by a role.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = Path(os.environ.get("KILN_FIXTURES_DIR", HERE.parent / "fixtures"))
+MANIFEST = FIXTURES / "nvidia-repo" / "manifest.yml"
+MAINTAINER = "kiln test fixture <kiln-fixture@invalid>"
+
+
+def inputs() -> list[Path]:
+    """Every file whose content changes the built repository."""
+    files = [Path(__file__), MANIFEST]
+    for sub in ("nvidia-repo", "gpu-emulator", "emulators"):
+        root = FIXTURES / sub
+        if root.is_dir():
+            files += sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return files
+
+
+def input_hash() -> str:
+    digest = hashlib.sha256()
+    for path in inputs():
+        digest.update(str(path.relative_to(FIXTURES.parent)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def expand(value: Any, fields: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return value.format(**fields)
+    if isinstance(value, dict):
+        return {expand(k, fields): expand(v, fields) for k, v in value.items()}
+    return value
+
+
+def package_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    specs: list[dict[str, Any]] = []
+    branch = manifest["driver_branch"]
+    for entry in manifest["packages"]:
+        if entry.get("per_driver"):
+            for version in manifest["driver_versions"]:
+                specs.append(expand(entry, {"v": version, "branch": branch}))
+        else:
+            specs.append(expand(entry, {"branch": branch}))
+    return specs
+
+
+def fake_module(version: str, flavor: str, workdir: Path) -> bytes:
+    """An ELF object carrying the nvidia module's modinfo fields (not loadable)."""
+    license_ = "Dual MIT/GPL" if flavor == "open" else "NVIDIA"
+    src = workdir / "nvidia-modinfo.c"
+    fields = [f"version={version}", f"license={license_}", "name=nvidia",
+              "description=kiln fixture stand-in for the NVIDIA kernel module (not loadable)"]
+    body = "\\0".join(fields)
+    src.write_text(f'__attribute__((section(".modinfo"), used)) static const char info[] = "{body}";\n')
+    obj = workdir / "nvidia.ko"
+    subprocess.run(["gcc", "-c", str(src), "-o", str(obj)], check=True)
+    return obj.read_bytes()
+
+
+def content_for(kind: str, pkg_version: str) -> tuple[bytes, int]:
+    """Content and mode of a file given its manifest source string."""
+    if kind.startswith("emulator:"):
+        return (FIXTURES / kind.split(":", 1)[1]).read_bytes(), 0o755
+    if kind.startswith("unit:"):
+        return (FIXTURES / "nvidia-repo" / "units" / f"{kind.split(':', 1)[1]}.service").read_bytes(), 0o644
+    if kind.startswith("text:"):
+        return (kind.split(":", 1)[1] + "\n").encode(), 0o644
+    if kind == "placeholder":
+        return b"kiln fixture placeholder: no real library here\n", 0o644
+    if kind == "placeholder-exec":
+        return b"#!/bin/sh\necho 'kiln fixture placeholder' >&2\nexit 0\n", 0o755
+    if kind.startswith("cuda-version-json:"):
+        ver = kind.split(":", 1)[1]
+        return (json.dumps({"cuda": {"name": "CUDA SDK", "version": ver}}, indent=3) + "\n").encode(), 0o644
+    if kind.startswith("cudnn-version-h:"):
+        major, minor, patch = kind.split(":", 1)[1].split(".")
+        text = (f"#ifndef CUDNN_VERSION_H_\n#define CUDNN_VERSION_H_\n#define CUDNN_MAJOR {major}\n"
+                f"#define CUDNN_MINOR {minor}\n#define CUDNN_PATCHLEVEL {patch}\n"
+                "#define CUDNN_VERSION (CUDNN_MAJOR * 10000 + CUDNN_MINOR * 100 + CUDNN_PATCHLEVEL)\n#endif\n")
+        return text.encode(), 0o644
+    if kind.startswith("nccl-h:"):
+        major, minor, patch = kind.split(":", 1)[1].split(".")
+        text = (f"#ifndef NCCL_H_\n#define NCCL_H_\n#define NCCL_MAJOR {major}\n#define NCCL_MINOR {minor}\n"
+                f"#define NCCL_PATCH {patch}\n#define NCCL_SUFFIX \"\"\n"
+                f"#define NCCL_VERSION_CODE {int(major) * 10000 + int(minor) * 100 + int(patch)}\n#endif\n")
+        return text.encode(), 0o644
+    raise ValueError(f"unknown file source {kind!r}")
+
+
+def maintainer_scripts(spec: dict[str, Any]) -> dict[str, str]:
+    scripts: dict[str, str] = {}
+    version = spec["version"].split(":")[-1].rsplit("-", 1)[0]
+    if spec.get("kmod"):
+        # Emulates the DKMS build: a module for the running kernel and for
+        # every kernel installed under /lib/modules.
+        scripts["postinst"] = f"""#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+  for k in $(uname -r) $(ls /lib/modules 2>/dev/null); do
+    mkdir -p /lib/modules/$k/updates/dkms
+    cp /usr/src/nvidia-{version}/nvidia.ko /lib/modules/$k/updates/dkms/nvidia.ko
+    depmod -a $k 2>/dev/null || true
+  done
+fi
+"""
+        scripts["prerm"] = """#!/bin/sh
+set -e
+for k in $(ls /lib/modules 2>/dev/null); do
+  rm -f /lib/modules/$k/updates/dkms/nvidia.ko
+  depmod -a $k 2>/dev/null || true
+done
+"""
+    if spec.get("alternatives"):
+        lines = ["#!/bin/sh", "set -e", 'if [ "$1" = configure ]; then']
+        for name, target in spec["alternatives"].items():
+            lines.append(f"  update-alternatives --install /usr/local/{name} {name} {target} 130")
+        lines += ["fi", ""]
+        scripts["postinst"] = "\n".join(lines)
+        pre = ["#!/bin/sh", "set -e", 'if [ "$1" = remove ]; then']
+        for name, target in spec["alternatives"].items():
+            pre.append(f"  update-alternatives --remove {name} {target}")
+        pre += ["fi", ""]
+        scripts["prerm"] = "\n".join(pre)
+    return scripts
+
+
+def build_deb(spec: dict[str, Any], outdir: Path, workdir: Path) -> Path:
+    root = workdir / f"{spec['name']}_{spec['version'].replace(':', '_')}"
+    (root / "DEBIAN").mkdir(parents=True)
+    upstream = spec["version"].split(":")[-1].rsplit("-", 1)[0]
+    for dest, kind in (spec.get("files") or {}).items():
+        data, mode = content_for(kind, upstream)
+        path = root / dest.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(mode)
+    for link, target in (spec.get("links") or {}).items():
+        path = root / link.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(target)
+    if spec.get("kmod"):
+        src = root / "usr" / "src" / f"nvidia-{upstream}"
+        src.mkdir(parents=True)
+        (src / "nvidia.ko").write_bytes(fake_module(upstream, spec["kmod"], workdir))
+        (src / "dkms.conf").write_text(f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{upstream}"\nAUTOINSTALL="yes"\n')
+    control = [f"Package: {spec['name']}", f"Version: {spec['version']}", "Architecture: amd64",
+               f"Maintainer: {MAINTAINER}", "Section: multiverse/libs", "Priority: optional"]
+    for field in ("depends", "conflicts"):
+        if spec.get(field):
+            control.append(f"{field.capitalize()}: {spec[field]}")
+    control.append(f"Description: {spec['description']}")
+    control.append(" kiln test fixture: same name, version and dependencies as NVIDIA's package;")
+    control.append(" contents are stand-ins (emulators, placeholders).")
+    (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
+    for name, body in maintainer_scripts(spec).items():
+        script = root / "DEBIAN" / name
+        script.write_text(body)
+        script.chmod(0o755)
+    deb = outdir / f"{spec['name']}_{spec['version'].split(':')[-1]}_amd64.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(deb)],
+                   check=True, stdout=subprocess.DEVNULL)
+    return deb
+
+
+def write_index(repo_dir: Path) -> None:
+    scan = subprocess.run(["dpkg-scanpackages", "--multiversion", ".", "/dev/null"], cwd=repo_dir,
+                          check=True, capture_output=True, text=True).stdout
+    (repo_dir / "Packages").write_text(scan)
+    with gzip.GzipFile(repo_dir / "Packages.gz", "wb", mtime=0) as handle:
+        handle.write(scan.encode())
+    lines = ["Origin: kiln-fixture", "Label: kiln fixture of an NVIDIA repository", "Architectures: amd64",
+             "Date: Thu, 01 Jan 2026 00:00:00 UTC", "SHA256:"]
+    for name in ("Packages", "Packages.gz"):
+        data = (repo_dir / name).read_bytes()
+        lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
+    (repo_dir / "Release").write_text("\n".join(lines) + "\n")
+
+
+def sign(repo_dirs: list[Path], out: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="kiln-gpg-") as home:
+        env = dict(os.environ, GNUPGHOME=home)
+        gpg = ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""]
+        subprocess.run(gpg + ["--quick-gen-key", "kiln fixture repository signing key (throwaway)",
+                              "ed25519", "sign", "never"], env=env, check=True, capture_output=True)
+        listing = subprocess.run(["gpg", "--batch", "--with-colons", "--list-keys"], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+        fpr = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+        key = subprocess.run(["gpg", "--batch", "--armor", "--export", fpr], env=env, check=True,
+                             capture_output=True).stdout
+        (out / "key.asc").write_bytes(key)
+        (out / "fingerprint.txt").write_text(fpr + "\n")
+        for repo_dir in repo_dirs:
+            subprocess.run(gpg + ["--local-user", fpr, "--clearsign", "-o", str(repo_dir / "InRelease"),
+                                  str(repo_dir / "Release")], env=env, check=True)
+            subprocess.run(gpg + ["--local-user", fpr, "--armor", "--detach-sign", "-o",
+                                  str(repo_dir / "Release.gpg"), str(repo_dir / "Release")], env=env, check=True)
+            shutil.copy(out / "key.asc", repo_dir / "key.asc")
+
+
+def build(out: Path) -> None:
+    if (out / ".complete").exists():
+        print(f"[kiln-fixture] repository {out} is current: reusing it", file=sys.stderr)
+        return
+    manifest = yaml.safe_load(MANIFEST.read_text())
+    tmp_out = Path(tempfile.mkdtemp(prefix="kiln-repo-", dir=out.parent))
+    with tempfile.TemporaryDirectory(prefix="kiln-debs-") as work:
+        repo_dirs = {name: tmp_out / repo["path"] for name, repo in manifest["repos"].items()}
+        for path in repo_dirs.values():
+            path.mkdir(parents=True)
+        specs = package_specs(manifest)
+        for spec in specs:
+            build_deb(spec, repo_dirs[spec["repo"]], Path(work))
+        for path in repo_dirs.values():
+            write_index(path)
+        sign(list(repo_dirs.values()), tmp_out)
+    (tmp_out / ".complete").write_text(f"{len(specs)} packages\n")
+    if out.exists():
+        shutil.rmtree(out)
+    tmp_out.rename(out)
+    print(f"[kiln-fixture] built {len(specs)} packages into {out}", file=sys.stderr)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[1] == "--hash":
+        print(input_hash())
+        return 0
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = Path(argv[1]).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    build(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
