@@ -8,6 +8,8 @@ source "$(dirname "$0")/lib.sh"
 cd "${KILN_ROOT}"
 inventory="inventories/testbed/hosts.yml"
 nodes=(kiln-demo-ctl kiln-demo-gpu1 kiln-demo-gpu2)
+# The emulated boards of the GPU nodes (tests/fixtures/gpu-emulator/profiles).
+declare -A profile=([kiln-demo-gpu1]=h100-sxm-8 [kiln-demo-gpu2]=l40s-2)
 
 down() {
   for node in "${nodes[@]}"; do
@@ -17,6 +19,7 @@ down() {
 
 up() {
   image="$(cat "${KILN_CACHE}/image")"
+  repo="$(readlink -f "${KILN_CACHE}/fixture-repo")"
   for node in "${nodes[@]}"; do
     if [[ "$(podman inspect -f '{{.State.Running}}' "${node}" 2>/dev/null)" == "true" ]]; then
       log "${node} is running: reusing it"
@@ -24,8 +27,18 @@ up() {
     fi
     podman rm -f "${node}" >/dev/null 2>&1 || true
     podman run -d --name "${node}" --hostname "${node}" --network "${KILN_NET_NAME}" \
-      --systemd=always --privileged --label owner=kiln-demo "${image}" /sbin/init >/dev/null
+      --systemd=always --privileged --label owner=kiln-demo \
+      -v "${repo}:/srv/kiln-fixture-repo:ro" "${image}" /sbin/init >/dev/null
     log "started ${node} (${image})"
+  done
+  # Emulated GPU hardware (fixture): a GPU profile and the sysfs tree it implies.
+  for node in "${!profile[@]}"; do
+    podman exec "${node}" mkdir -p /etc/kiln-fixture
+    podman cp "${KILN_ROOT}/tests/fixtures/gpu-emulator/profiles/${profile[${node}]}.json" "${node}:/etc/kiln-fixture/gpu-profile.json"
+    podman cp "${KILN_ROOT}/tests/fixtures/gpu-emulator/make-sysfs.py" "${node}:/usr/local/sbin/kiln-make-sysfs"
+    podman exec "${node}" python3 /usr/local/sbin/kiln-make-sysfs --profile /etc/kiln-fixture/gpu-profile.json \
+      --root /var/lib/kiln-fixture/sysfs --clean >/dev/null
+    log "${node}: emulated ${profile[${node}]} (fixture)"
   done
   for node in "${nodes[@]}"; do
     for _ in $(seq 1 60); do

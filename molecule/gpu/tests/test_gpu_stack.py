@@ -1,0 +1,132 @@
+"""Verify the GPU node stack on the emulated H100 (NVSwitch) and L40S (PCIe) nodes.
+
+Runs after side_effect upgraded the driver from 580.95.05 to 580.173.02 by
+changing kiln_stack, so every driver check expects the bumped version.
+What is real here: apt/dpkg with a signed repository and a pinned key, dpkg
+holds, systemd services, containerd loading the nvidia runtime, node
+exporter, HTTP between the nodes. What is a fixture: the packages' contents
+(emulated nvidia-smi/nvidia-ctk/dcgmi/nv-hostengine/dcgm-exporter, a fake
+nvidia.ko carrying real modinfo fields) and the GPUs (profile + sysfs tree).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+testinfra_hosts = ["ansible://all"]
+
+DRIVER = "580.173.02"
+PINNED = {
+    "nvidia-open-580": f"{DRIVER}-1",
+    "nvidia-driver-cuda": f"{DRIVER}-1",
+    "nvidia-kernel-open-dkms": f"{DRIVER}-1",
+    "nvidia-smi": f"{DRIVER}-1",
+    "cuda-toolkit-13-0": "13.0.2-1",
+    "libcudnn9-cuda-13": "9.17.1.4-1",
+    "libnccl2": "2.28.7-1+cuda13.0",
+    "libnccl-dev": "2.28.7-1+cuda13.0",
+    "nvidia-container-toolkit": "1.20.0-1",
+    "libnvidia-container1": "1.20.0-1",
+    "datacenter-gpu-manager-4-cuda13": "1:4.6.0-1",
+    "datacenter-gpu-manager-exporter": "4.6.0-4.8.3-1",
+}
+
+
+def is_h100(host) -> bool:
+    return host.backend.get_hostname().endswith("h100")
+
+
+def dpkg_version(host, name: str) -> str:
+    return host.check_output(f"dpkg-query -W -f='${{Version}}' {name}")
+
+
+@pytest.mark.parametrize(("name", "version"), sorted(PINNED.items()))
+def test_exact_versions_installed_and_held(host, name, version):
+    assert dpkg_version(host, name) == version
+    assert name in host.check_output("apt-mark showhold").split()
+
+
+def test_open_flavor_for_hopper_and_ada(host):
+    assert host.package("nvidia-kernel-open-dkms").is_installed
+    assert not host.package("nvidia-kernel-dkms").is_installed
+    assert not host.package(f"cuda-drivers-580").is_installed
+
+
+def test_fabric_manager_only_on_nvswitch_board_at_driver_version(host):
+    if is_h100(host):
+        assert dpkg_version(host, "nvidia-fabricmanager-580") == f"{DRIVER}-1"
+        assert "nvidia-fabricmanager-580" in host.check_output("apt-mark showhold").split()
+        assert host.service("nvidia-fabricmanager").is_running
+    else:
+        assert not host.package("nvidia-fabricmanager-580").is_installed
+        assert not host.service("nvidia-fabricmanager").is_running
+
+
+def test_driver_module_for_running_kernel(host):
+    kernel = host.check_output("uname -r")
+    assert host.check_output(f"modinfo -k {kernel} -F version nvidia") == DRIVER
+
+
+def test_nvidia_smi_reports_pinned_driver_and_all_gpus(host):
+    out = host.check_output("nvidia-smi --query-gpu=driver_version,name --format=csv,noheader")
+    rows = [r.split(", ") for r in out.splitlines()]
+    assert {r[0] for r in rows} == {DRIVER}
+    assert len(rows) == (8 if is_h100(host) else 2)
+    fact = json.loads(host.file("/etc/ansible/facts.d/kiln_driver.fact").content_string)
+    assert fact["driver"] == DRIVER
+    assert fact["hardware_check"] == "passed"
+    assert fact["fabricmanager"] is is_h100(host)
+
+
+def test_repositories_signed_by_pinned_key(host):
+    for name in ("cuda", "nvidia-container-toolkit"):
+        src = host.file(f"/etc/apt/sources.list.d/kiln-{name}.sources").content_string
+        assert f"Signed-By: /etc/apt/keyrings/kiln-{name}.asc" in src
+        key = host.file(f"/etc/apt/keyrings/kiln-{name}.asc")
+        assert key.mode == 0o644
+        shown = host.check_output(f"gpg --batch --with-colons --show-keys /etc/apt/keyrings/kiln-{name}.asc")
+        fprs = [line.split(":")[9] for line in shown.splitlines() if line.startswith("fpr:")]
+        assert any(f in src for f in fprs), "the source names the fingerprint kiln verified"
+    # nothing in apt's configuration bypasses signature checks
+    assert host.run("grep -rIl 'trusted=yes\\|Trusted: yes\\|AllowUnauthenticated' /etc/apt").rc == 1
+
+
+def test_cuda_environment(host):
+    out = host.check_output("bash -lc 'nvcc --version; echo LD=$LD_LIBRARY_PATH'")
+    assert "release 13.0" in out
+    assert "/usr/local/cuda-13.0/lib64" in out
+    assert host.file("/etc/ld.so.conf.d/kiln-cuda.conf").contains("/usr/local/cuda-13.0/lib64")
+    assert host.file("/usr/include/nccl.h").contains("#define NCCL_MINOR 28")
+
+
+def test_container_runtime_configured_where_present(host):
+    cdi = host.check_output("nvidia-ctk cdi list")
+    assert cdi.count("nvidia.com/gpu=") >= (8 if is_h100(host) else 2)
+    assert host.file("/etc/cdi/nvidia.yaml").mode == 0o644
+    if is_h100(host):
+        # real containerd parsed the drop-in nvidia-ctk wrote
+        assert host.service("containerd").is_running
+        dump = host.check_output("containerd config dump")
+        assert "runtimes.nvidia]" in dump
+        assert "nvidia-container-runtime" in dump
+    else:
+        assert not host.file("/etc/containerd/conf.d/99-nvidia.toml").exists
+
+
+def test_dcgm_running_and_sees_every_gpu(host):
+    assert host.service("nvidia-dcgm").is_running
+    assert host.service("nvidia-dcgm").is_enabled
+    found = host.check_output("dcgmi discovery -l")
+    assert f"{8 if is_h100(host) else 2} GPUs found" in found
+
+
+def test_exporters_answer_from_the_other_node(host):
+    other = "kiln-gpu-l40s" if is_h100(host) else "kiln-gpu-h100"
+    fetch = "python3 -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' "
+    dcgm = host.check_output(fetch + f"http://{other}:9400/metrics")
+    assert f'Hostname="{other}"' in dcgm
+    assert "DCGM_FI_DEV_GPU_TEMP{" in dcgm
+    node = host.check_output(fetch + f"http://{other}:9100/metrics")
+    assert "node_textfile_scrape_error 0" in node
+    assert host.file("/var/lib/node_exporter/textfile_collector").is_directory
