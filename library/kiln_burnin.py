@@ -1,0 +1,164 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kiln contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Ansible module: judge a burn-in's collected data and write its reports (logic in module_utils)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: kiln_burnin
+short_description: Judge kiln burn-in data against floors and write the reports
+description:
+  - Runs on the Ansible controller (C(localhost)). Takes what the burn-in playbook collected per node
+    (GPU facts, kernel-log XIDs, tool paths, C(dcgmi diag) and single-node all-reduce outputs) and for the
+    fabric (all-reduce output, iperf3 link rates), judges it with C(module_utils/kiln_burnin.py),
+    C(kiln_verdict.py) and the floors in C(data/burnin_floors.yml), and returns per-node verdicts.
+  - With O(write=true) it also writes C(summary.json), C(summary.md), C(junit.xml), Prometheus textfiles and
+    SVG plots (C(module_utils/kiln_report.py)) plus the raw outputs into O(results_dir).
+version_added: "0.1.0"
+author:
+  - kiln contributors
+options:
+  run_id:
+    description: Run identifier (also the results directory's name).
+    type: str
+    required: true
+  mode:
+    description: Burn-in mode.
+    type: str
+    default: default
+    choices: [quick, default, acceptance]
+  nodes:
+    description: Per-node data, C({name: {kiln_gpu, gpu_present, expected_gpus, xid_log, tools, dcgm, nccl, sku}}).
+    type: dict
+    required: true
+  fabric:
+    description: Fabric runs, C([{id, ran, nodes, text, rc, timed_out, engine, sku, fabric, test, iperf}]).
+    type: list
+    elements: dict
+    default: []
+  fabric_name:
+    description: Fabric key of the floors (C(tcp), C(ib_ndr), ...).
+    type: str
+    default: tcp
+  floors_path:
+    description: Floors file; defaults to the project's C(data/burnin_floors.yml).
+    type: path
+  floor_overrides:
+    description: Floor overrides in the floors file's shape or as C(sku/fabric/test) short keys.
+    type: dict
+    default: {}
+  fingerprint:
+    description: Versions of the stack (driver, cuda, nccl, nccl_tests, dcgm, ofed, env_sha256).
+    type: dict
+    default: {}
+  results_dir:
+    description: Directory for this run's reports and artifacts (created).
+    type: path
+    required: true
+  write:
+    description: Write the reports (V(false) only judges, between phases).
+    type: bool
+    default: false
+  extra:
+    description: Extra top-level summary keys (engine, started, scope, nccl_env, ...).
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+notes:
+  - Never changes a managed node; writes only under O(results_dir) on the controller, and not in check mode.
+"""
+
+EXAMPLES = r"""
+- name: Judge and report
+  kiln_burnin:
+    run_id: "{{ kiln_burnin_run_id }}"
+    mode: default
+    nodes: "{{ __nodes }}"
+    fabric: "{{ __fabric }}"
+    results_dir: "results/burnin/{{ kiln_burnin_run_id }}"
+    write: true
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+nodes:
+  description: Per-node record with status, exit and checks.
+  returned: always
+  type: dict
+passed:
+  description: Nodes whose status is PASS or WARN (they take part in later phases).
+  returned: always
+  type: list
+  elements: str
+overall:
+  description: Overall status and exit code (only when write is true or the summary could be built).
+  returned: always
+  type: dict
+markdown:
+  description: summary.md text.
+  returned: always
+  type: str
+written:
+  description: Report files written, logical name to path.
+  returned: always
+  type: dict
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kiln_burnin import assemble, iperf_reference, report
+from ansible.module_utils.kiln_verdict import KilnConfigError, load_floors
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "run_id": {"type": "str", "required": True},
+            "mode": {"type": "str", "default": "default", "choices": ["quick", "default", "acceptance"]},
+            "nodes": {"type": "dict", "required": True},
+            "fabric": {"type": "list", "elements": "dict", "default": []},
+            "fabric_name": {"type": "str", "default": "tcp"},
+            "floors_path": {"type": "path"},
+            "floor_overrides": {"type": "dict", "default": {}},
+            "fingerprint": {"type": "dict", "default": {}},
+            "results_dir": {"type": "path", "required": True},
+            "write": {"type": "bool", "default": False},
+            "extra": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    write = params["write"] and not module.check_mode
+    fabric = []
+    for entry in params["fabric"]:
+        entry = dict(entry)
+        if entry.get("iperf") and not entry.get("reference"):
+            entry["reference"] = iperf_reference(entry["iperf"])
+        fabric.append(entry)
+    try:
+        floors = load_floors(params["floors_path"])
+        assembled = assemble(params["nodes"], fabric, mode=params["mode"], floors=floors,
+                             overrides=params["floor_overrides"], fabric_name=params["fabric_name"],
+                             results_dir=params["results_dir"] if write else None)
+        result = report(params["run_id"], params["mode"], assembled, params["results_dir"],
+                        params["fingerprint"], write=write, **params["extra"])
+    except KilnConfigError as exc:
+        module.fail_json(msg=f"burn-in configuration error: {exc}", exit_code=4)
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg=f"burn-in report failed: {exc}", exception=traceback.format_exc(), exit_code=4)
+    summary = result["summary"]
+    module.exit_json(changed=bool(result["written"]), nodes=summary["nodes"], fabric=summary["fabric"],
+                     passed=assembled["passed"], overall=summary["overall"], markdown=result["markdown"],
+                     written=result["written"], results_dir=params["results_dir"])
+
+
+if __name__ == "__main__":
+    main()
