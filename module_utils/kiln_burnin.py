@@ -242,6 +242,9 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
         spec = kiln_verdict.lookup_floor(floors, sku, entry.get("fabric") or fabric_name,
                                          entry.get("test") or "fabric", overrides=overrides)
         artifact = _write(results_dir, f"fabric/{cid}.txt", entry.get("text", "")) if results_dir else None
+        if results_dir and (entry.get("stderr") or entry.get("argv")):
+            _write(results_dir, f"fabric/{cid}.stderr.txt",
+                   "# " + " ".join(str(a) for a in entry.get("argv") or []) + "\n" + (entry.get("stderr") or ""))
         result = nccl_check(cid, entry, spec, artifact)
         result["nodes"] = members
         parsed = kiln_nccl.parse(entry.get("text") or "") if (entry.get("text") or "").strip() else {}
