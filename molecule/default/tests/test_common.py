@@ -6,7 +6,13 @@ import time
 
 import pytest
 
-testinfra_hosts = ["ansible://all"]
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "molecule"))
+from kiln_testinfra import podman_hosts  # noqa: E402
+
+testinfra_hosts = podman_hosts()
 
 
 def test_chrony_installed_and_held(host):

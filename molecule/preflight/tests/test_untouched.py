@@ -1,5 +1,11 @@
 """After the refused run the node carries nothing of kiln's GPU stack."""
-testinfra_hosts = ["ansible://all"]
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "molecule"))
+from kiln_testinfra import podman_hosts  # noqa: E402
+
+testinfra_hosts = podman_hosts()
 
 
 def test_no_repository_or_package_was_added(host):
