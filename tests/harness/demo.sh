@@ -21,13 +21,15 @@ up() {
   image="$(cat "${KILN_CACHE}/image")"
   repo="$(readlink -f "${KILN_CACHE}/fixture-repo")"
   for node in "${nodes[@]}"; do
-    if [[ "$(podman inspect -f '{{.State.Running}}' "${node}" 2>/dev/null)" == "true" ]]; then
-      log "${node} is running: reusing it"
+    want="${image} ${repo}"
+    have="$(podman inspect -f '{{.State.Running}} {{index .Config.Labels "kiln.demo"}}' "${node}" 2>/dev/null || true)"
+    if [[ "${have}" == "true ${want}" ]]; then
+      log "${node} is running with the current image and fixture repositories: reusing it"
       continue
     fi
     podman rm -f "${node}" >/dev/null 2>&1 || true
     podman run -d --name "${node}" --hostname "${node}" --network "${KILN_NET_NAME}" \
-      --systemd=always --privileged --label owner=kiln-demo \
+      --systemd=always --privileged --label owner=kiln-demo --label "kiln.demo=${want}" \
       -v "${repo}:/srv/kiln-fixture-repo:ro" "${image}" /sbin/init >/dev/null
     log "started ${node} (${image})"
   done
