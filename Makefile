@@ -16,7 +16,7 @@ export ANSIBLE_NOCOLOR := 1
 
 # Scenarios run by `make test`, in order. Override to run a subset:
 #   make molecule SCENARIOS=default
-SCENARIOS ?= default preflight gpu
+SCENARIOS ?= default preflight gpu slurm
 
 .PHONY: help venv testbed lint unit molecule test demo demo-down clean
 

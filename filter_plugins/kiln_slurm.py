@@ -1,0 +1,158 @@
+# Copyright: kiln contributors
+# SPDX-License-Identifier: MIT
+"""kiln Slurm helpers: node descriptions for slurm.conf/gres.conf from facts.
+
+Pure module-level functions (importable from plain pytest), registered as Jinja
+filters by the thin :class:`FilterModule` at the bottom. Documentation for each
+filter is in the adjacent ``<filter_name>.yml`` sidecar files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+try:  # ansible-core is always present when Ansible loads the plugin
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover - only without ansible-core installed
+
+    class AnsibleFilterError(Exception):  # type: ignore[no-redef]
+        """Stand-in used when ansible-core is not importable."""
+
+
+_FACT_KEYS = ("processor_count", "processor_cores", "processor_threads_per_core", "memtotal_mb")
+
+
+def kiln_slurm_gpu_type(model: Any) -> str:
+    """Gres type from a GPU model: ``{'model': 'H100', ...}`` or ``"L40S"`` -> ``h100`` / ``l40s``."""
+    if isinstance(model, Mapping):
+        model = model.get("model") or model.get("name") or ""
+    slug = re.sub(r"[^a-z0-9_]+", "_", str(model or "").strip().lower()).strip("_")
+    return slug or "gpu"
+
+
+def kiln_slurm_gpu_files(count: Any, prefix: str = "/dev/nvidia") -> str:
+    """Device files of ``count`` GPUs in Slurm's range syntax: 2 -> ``/dev/nvidia[0-1]``."""
+    try:
+        n = int(count)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"kiln_slurm_gpu_files: count must be an integer, got {count!r}") from exc
+    if n < 1:
+        raise AnsibleFilterError(f"kiln_slurm_gpu_files: count must be >= 1, got {n}")
+    return f"{prefix}0" if n == 1 else f"{prefix}[0-{n - 1}]"
+
+
+def kiln_slurm_node(facts: Mapping[str, Any], gpu_model: Any = None, memory_reserve_pct: Any = 5,
+                    gres_type: Any = None) -> dict[str, Any]:
+    """Describe one compute node for slurm.conf from its gathered facts.
+
+    ``facts`` is the host's ``ansible_facts``; GPUs come from ``facts.kiln_gpu``
+    (gpu_facts role) and their Slurm type from ``gpu_model`` (``kiln_gpu_model``)
+    unless ``gres_type`` overrides it. RealMemory is MemTotal less
+    ``memory_reserve_pct`` percent (rounded down), so slurmd never reports less
+    memory than slurm.conf promises.
+    """
+    if not isinstance(facts, Mapping):
+        raise AnsibleFilterError(f"kiln_slurm_node: facts must be a mapping, got {type(facts).__name__}")
+    missing = [k for k in _FACT_KEYS if facts.get(k) in (None, "")]
+    if missing:
+        raise AnsibleFilterError(f"kiln_slurm_node: facts lack {', '.join(missing)} (gather hardware facts first)")
+    try:
+        pct = float(memory_reserve_pct)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"kiln_slurm_node: memory_reserve_pct must be a number, got {memory_reserve_pct!r}") from exc
+    if not 0 <= pct < 100:
+        raise AnsibleFilterError(f"kiln_slurm_node: memory_reserve_pct must be in [0, 100), got {pct}")
+    sockets = max(int(facts["processor_count"]), 1)
+    cores = max(int(facts["processor_cores"]), 1)
+    threads = max(int(facts["processor_threads_per_core"]), 1)
+    gpu = facts.get("kiln_gpu") if isinstance(facts.get("kiln_gpu"), Mapping) else {}
+    gpus = int(gpu.get("pci_gpu_count") or 0)
+    name = str(facts.get("hostname") or "")
+    if not name:
+        raise AnsibleFilterError("kiln_slurm_node: facts lack hostname")
+    return {
+        "name": name,
+        "cpus": sockets * cores * threads,
+        "sockets": sockets,
+        "cores_per_socket": cores,
+        "threads_per_core": threads,
+        "real_memory": int(int(facts["memtotal_mb"]) * (100 - pct) // 100),
+        "gpus": gpus,
+        "gpu_type": (str(gres_type) if gres_type else kiln_slurm_gpu_type(gpu_model)) if gpus else "",
+    }
+
+
+def kiln_slurm_nodes(hostvars: Mapping[str, Any], hosts: Iterable[str], memory_reserve_pct: Any = 5,
+                     gres_type_var: str = "slurm_gres_type") -> dict[str, dict[str, Any]]:
+    """``{host: kiln_slurm_node(...)}`` for each of ``hosts`` whose hardware facts are known.
+
+    Hosts without gathered facts (outside this run and not in the fact cache)
+    are left out; the caller merges the result over the descriptions it stored
+    earlier. A host's ``slurm_gres_type`` variable overrides the derived type.
+    """
+    if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Iterable):
+        raise AnsibleFilterError(f"kiln_slurm_nodes: hosts must be a list of host names, got {hosts!r}")
+    out: dict[str, dict[str, Any]] = {}
+    for host in hosts:
+        hv = hostvars[host]
+        facts = hv.get("ansible_facts") if "ansible_facts" in hv else None
+        if not isinstance(facts, Mapping) or any(facts.get(k) in (None, "") for k in _FACT_KEYS):
+            continue
+        if not isinstance(facts.get("kiln_gpu"), Mapping):
+            continue
+        model = hv.get("kiln_gpu_model") if "kiln_gpu_model" in hv else None
+        override = hv.get(gres_type_var) if gres_type_var in hv else None
+        out[str(host)] = kiln_slurm_node(facts, model, memory_reserve_pct, override)
+    return out
+
+
+def kiln_slurm_node_plan(sinfo_lines: Iterable[str], nodes: Iterable[str], state: str, reason: str = "",
+                         only_reason_prefix: str = "") -> dict[str, list[str]]:
+    """Plan a drain/resume from ``sinfo --Node --format '%N|%T|%E'`` lines.
+
+    Returns ``{change, kept, unknown}``: nodes to update, drained nodes a resume
+    leaves alone because their reason lacks ``only_reason_prefix`` (``"name (reason)"``),
+    and requested nodes sinfo did not list. A drain skips nodes already drained
+    with the same reason; a resume touches only drained/down nodes.
+    """
+    if state not in ("drain", "resume"):
+        raise AnsibleFilterError(f"kiln_slurm_node_plan: state must be drain or resume, got {state!r}")
+    if isinstance(nodes, (str, bytes)):
+        nodes = [nodes]
+    rows: dict[str, tuple[str, str]] = {}
+    for line in sinfo_lines:
+        parts = str(line).split("|", 2)
+        if len(parts) != 3 or not parts[0]:
+            continue
+        rows.setdefault(parts[0].strip(), (parts[1].strip().lower(), parts[2].strip()))
+    wanted = [str(n) for n in nodes]
+    plan: dict[str, list[str]] = {"change": [], "kept": [], "unknown": [n for n in wanted if n not in rows]}
+    for name in wanted:
+        if name not in rows:
+            continue
+        node_state, node_reason = rows[name]
+        drained = bool(re.search(r"drain|down|fail", node_state))
+        if state == "drain":
+            if not (drained and node_reason == reason):
+                plan["change"].append(name)
+        elif drained:
+            if not only_reason_prefix or node_reason.startswith(only_reason_prefix):
+                plan["change"].append(name)
+            else:
+                plan["kept"].append(f"{name} ({node_reason})")
+    return plan
+
+
+class FilterModule:
+    """kiln Slurm filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "kiln_slurm_gpu_type": kiln_slurm_gpu_type,
+            "kiln_slurm_gpu_files": kiln_slurm_gpu_files,
+            "kiln_slurm_node": kiln_slurm_node,
+            "kiln_slurm_nodes": kiln_slurm_nodes,
+            "kiln_slurm_node_plan": kiln_slurm_node_plan,
+        }
