@@ -40,6 +40,9 @@ up() {
     podman cp "${KILN_ROOT}/tests/fixtures/gpu-emulator/make-sysfs.py" "${node}:/usr/local/sbin/kiln-make-sysfs"
     podman exec "${node}" python3 /usr/local/sbin/kiln-make-sysfs --profile /etc/kiln-fixture/gpu-profile.json \
       --root /var/lib/kiln-fixture/sysfs --clean >/dev/null
+    # GPU device files for Slurm's gres (character major 195, as the driver makes them)
+    podman exec "${node}" sh -c 'n=$(python3 -c "import json;print(json.load(open(\"/etc/kiln-fixture/gpu-profile.json\"))[\"gpu_count\"])");
+      i=0; while [ $i -lt $n ]; do [ -e /dev/nvidia$i ] || mknod -m 0666 /dev/nvidia$i c 195 $i; i=$((i+1)); done'
     log "${node}: emulated ${profile[${node}]} (fixture)"
   done
   for node in "${nodes[@]}"; do
@@ -51,6 +54,13 @@ up() {
   done
   log "running: ansible-playbook -i ${inventory} site.yml"
   ansible-playbook -i "${inventory}" site.yml
+  log "sinfo on the controller:"
+  podman exec kiln-demo-ctl sinfo -N -o '%N %T %G %c %m'
+  summary="$(ls -td results/burnin/*/ 2>/dev/null | head -1)"
+  if [[ -n "${summary}" ]]; then
+    log "burn-in summary (${summary}summary.md):"
+    cat "${summary}summary.md"
+  fi
 }
 
 case "${1:-up}" in
