@@ -8,22 +8,26 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import testinfra
 
-testinfra_hosts = ["ansible://slurm_controller"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "molecule"))
+from kiln_testinfra import podman_hosts  # noqa: E402
 
-INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+# Commands run on the controller; compute nodes are reached with podman exec too.
+testinfra_hosts = podman_hosts("slurm_controller")
+
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 COMPUTE = ["kiln-slurm-c1", "kiln-slurm-c2", "kiln-slurm-c3"]
 GPUS = {"kiln-slurm-c1": ("h100", 8), "kiln-slurm-c2": ("l40s", 2), "kiln-slurm-c3": ("l40s", 2)}
 
 
 def node(name):
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+    return testinfra.get_host(f"podman://{name}")
 
 
 def sinfo(host):
