@@ -16,9 +16,8 @@ export ANSIBLE_NOCOLOR := 1
 
 # Scenarios run by `make test`, in order. Override to run a subset:
 #   make molecule SCENARIOS=default
-# slurm and burnin run the same way (make molecule SCENARIOS="slurm burnin");
-# they join this list once verified from a clean clone within CI's time.
-SCENARIOS ?= default preflight gpu
+#   make test SCENARIOS="default preflight"
+SCENARIOS ?= default preflight gpu slurm burnin
 
 .PHONY: help venv testbed lint unit molecule test demo demo-down clean
 

@@ -29,7 +29,7 @@ options:
     description: Burn-in mode.
     type: str
     default: default
-    choices: [quick, default, acceptance]
+    choices: [quick, default, acceptance, swap]
   nodes:
     description: Per-node data, C({name: {kiln_gpu, gpu_present, expected_gpus, xid_log, tools, dcgm, nccl, sku}}).
     type: dict
@@ -64,6 +64,26 @@ options:
     default: false
   extra:
     description: Extra top-level summary keys (engine, started, scope, nccl_env, ...).
+    type: dict
+    default: {}
+  pairs:
+    description: The pair phase (C(kiln_burnin_pairs) state plus C(results) and C(confirm)); adds pair and baseline checks.
+    type: dict
+    default: {}
+  baseline_band:
+    description: A node's pair busbw more than this fraction below its own baseline is WARN.
+    type: float
+    default: 0.1
+  actions:
+    description: >-
+      Scheduler action planning, C({backend, drained_before, resumed, slurm_names}); omitted, no actions are
+      planned.
+    type: dict
+  state_dir:
+    description: Per-node history directory; with O(write=true) each judged node gets one record appended.
+    type: path
+  versions:
+    description: Per-node version fingerprint (history records).
     type: dict
     default: {}
 attributes:
@@ -122,7 +142,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "run_id": {"type": "str", "required": True},
-            "mode": {"type": "str", "default": "default", "choices": ["quick", "default", "acceptance"]},
+            "mode": {"type": "str", "default": "default", "choices": ["quick", "default", "acceptance", "swap"]},
             "nodes": {"type": "dict", "required": True},
             "fabric": {"type": "list", "elements": "dict", "default": []},
             "fabric_name": {"type": "str", "default": "tcp"},
@@ -132,6 +152,11 @@ def main() -> None:
             "results_dir": {"type": "path", "required": True},
             "write": {"type": "bool", "default": False},
             "extra": {"type": "dict", "default": {}},
+            "pairs": {"type": "dict", "default": {}},
+            "baseline_band": {"type": "float", "default": 0.1},
+            "actions": {"type": "dict"},
+            "state_dir": {"type": "path"},
+            "versions": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -147,15 +172,18 @@ def main() -> None:
         floors = load_floors(params["floors_path"])
         assembled = assemble(params["nodes"], fabric, mode=params["mode"], floors=floors,
                              overrides=params["floor_overrides"], fabric_name=params["fabric_name"],
-                             results_dir=params["results_dir"] if write else None)
+                             results_dir=params["results_dir"] if write else None, pairs=params["pairs"],
+                             baseline_band=params["baseline_band"])
         result = report(params["run_id"], params["mode"], assembled, params["results_dir"],
-                        params["fingerprint"], write=write, **params["extra"])
+                        params["fingerprint"], write=write, actions=params["actions"],
+                        state_dir=params["state_dir"], node_versions=params["versions"], **params["extra"])
     except KilnConfigError as exc:
         module.fail_json(msg=f"burn-in configuration error: {exc}", exit_code=4)
     except (OSError, ValueError) as exc:
         module.fail_json(msg=f"burn-in report failed: {exc}", exception=traceback.format_exc(), exit_code=4)
     summary = result["summary"]
     module.exit_json(changed=bool(result["written"]), nodes=summary["nodes"], fabric=summary["fabric"],
+                     actions=summary.get("actions") or [],
                      passed=assembled["passed"], overall=summary["overall"], markdown=result["markdown"],
                      written=result["written"], results_dir=params["results_dir"])
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 try:
-    from ansible.module_utils import kiln_nccl, kiln_report, kiln_verdict
+    from ansible.module_utils import kiln_baseline, kiln_isolate, kiln_nccl, kiln_report, kiln_verdict
 except ImportError:  # imported as a top-level module (unit tests)
+    import kiln_baseline  # type: ignore[no-redef]
+    import kiln_isolate  # type: ignore[no-redef]
     import kiln_nccl  # type: ignore[no-redef]
     import kiln_report  # type: ignore[no-redef]
     import kiln_verdict  # type: ignore[no-redef]
@@ -189,14 +192,30 @@ def node_sku(floors: Mapping[str, Any], node: Mapping[str, Any]) -> Optional[str
 def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[str, Any]] = (), *,
              mode: str = "default", floors: Optional[Mapping[str, Any]] = None,
              overrides: Optional[Mapping[str, Any]] = None, results_dir: Optional[str] = None,
-             fabric_name: str = "tcp") -> Dict[str, Any]:
+             fabric_name: str = "tcp", pairs: Optional[Mapping[str, Any]] = None,
+             baseline_band: float = 0.10) -> Dict[str, Any]:
     """Per-node checks and fabric checks from the raw data the playbook collected.
 
     *nodes*: ``{name: {kiln_gpu, gpu_present, expected_gpus, xid_log, dcgm: {present, rc, stdout},
     nccl: {text, rc, timed_out, engine}, sku, excluded: "why"}}`` (every key optional).
     *fabric*: ``[{id, nodes, ranks, text, rc, timed_out, engine, sku, reference}]``.
+    *pairs*: the pair phase (``{results, nodes, baselines, excluded, confirm}`` from
+    pair_start/pair_round); adds each node's pair and baseline checks.
     Raw outputs are written under *results_dir* when given (artifacts).
     """
+    pairs = dict(pairs or {})
+    pair_results = list(pairs.get("results") or [])
+    pair_outcomes: Dict[str, Any] = {}
+    if pair_results or pairs.get("participants"):
+        pair_outcomes = kiln_isolate.finish(pairs.get("participants") or [], pair_results,
+                                            confirm=bool(pairs.get("confirm", True)))
+    pair_artifacts: Dict[str, str] = {}
+    for entry in pair_results:
+        if results_dir:
+            rel = _write(results_dir, f"pairs/r{entry.get('round')}-{entry['pair'][0]}-{entry['pair'][1]}.txt",
+                         entry.get("text") or "")
+            for member in entry["pair"]:
+                pair_artifacts.setdefault(member, os.path.dirname(rel) + "/")
     floors = floors if floors is not None else kiln_verdict.load_floors()
     level = DCGM_LEVELS.get(mode, 2)
     out_nodes: Dict[str, Dict[str, Any]] = {}
@@ -226,6 +245,13 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
                 checks.append(nccl_check("nccl.single_node.all_reduce", run, spec, artifact))
         if node.get("excluded"):
             checks.append(check("burnin.scope", SKIP, str(node["excluded"])))
+        if name in (pairs.get("excluded") or {}):
+            out = pairs["excluded"][name]
+            checks.append(check("burnin.scope", out.get("status") or SKIP, out.get("why") or "left out"))
+        elif name in pair_outcomes and pair_outcomes[name]["state"] != kiln_isolate.UNTESTED:
+            checks += pair_checks(name, pair_outcomes[name], pair_results,
+                                  (pairs.get("baselines") or {}).get(name), baseline_band,
+                                  pair_artifacts.get(name))
         out_nodes[name] = {"checks": checks, **kiln_verdict.aggregate_node(checks)}
         if node.get("sku") or gpu_present:
             out_nodes[name]["gpu_sku"] = node_sku(floors, node)
@@ -259,7 +285,17 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
             result["reference"] = ref
         out_fabric.append(result)
     passed = sorted(n for n, rec in out_nodes.items() if rec["status"] in (PASS, WARN))
-    return {"nodes": out_nodes, "fabric": out_fabric, "passed": passed}
+    out: Dict[str, Any] = {"nodes": out_nodes, "fabric": out_fabric, "passed": passed}
+    if pair_results or pairs.get("participants"):
+        out["pairs"] = {
+            "rounds": max([int(r.get("round") or 0) for r in pair_results] or [0]),
+            "results": [{k: r.get(k) for k in ("round", "pair", "status", "verdict", "value", "why", "reference",
+                                                "detail")} for r in pair_results],
+            "nodes": {n: {k: v for k, v in o.items()} for n, o in pair_outcomes.items()},
+            "baselines": pairs.get("baselines") or {},
+            "notes": list(pairs.get("notes") or []),
+        }
+    return out
 
 
 def iperf_reference(results: Sequence[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
@@ -275,10 +311,306 @@ def iperf_reference(results: Sequence[Mapping[str, Any]]) -> Optional[Dict[str, 
 
 
 def report(run_id: str, mode: str, assembled: Mapping[str, Any], results_dir: str,
-           fingerprint: Optional[Mapping[str, Any]] = None, write: bool = True, **extra: Any) -> Dict[str, Any]:
+           fingerprint: Optional[Mapping[str, Any]] = None, write: bool = True,
+           actions: Optional[Mapping[str, Any]] = None, state_dir: Optional[str] = None,
+           node_versions: Optional[Mapping[str, Any]] = None, **extra: Any) -> Dict[str, Any]:
+    """Build, validate and (with *write*) write the summary; plan the scheduler
+    actions (*actions*: ``{backend, drained_before, resumed, slurm_names}``) and
+    append each node's history record under *state_dir*."""
+    if assembled.get("pairs"):
+        extra.setdefault("pairs", assembled["pairs"])
     summary = kiln_report.build_summary(run_id, mode, assembled["nodes"], assembled["fabric"], fingerprint, **extra)
+    if actions is not None:
+        planned = plan_actions(summary["nodes"], mode, actions.get("drained_before") or {},
+                               actions.get("resumed") or [], actions.get("slurm_names"),
+                               actions.get("backend") or "slurm")
+        summary["actions"] = planned
+        for entry in planned:
+            summary["nodes"][entry["node"]]["action"] = {k: entry[k] for k in ("action", "reason", "why")}
     errors = kiln_report.validate_summary(summary)
     if errors:
         raise ValueError("invalid burn-in summary: " + "; ".join(errors))
     written = kiln_report.write_reports(summary, results_dir) if write else {}
+    if write and state_dir:
+        finished = str(summary.get("finished") or "")
+        for node, entry in history_records(summary, node_versions or {}, finished).items():
+            kiln_baseline.append(state_dir, node, entry)
+            written[f"history:{node}"] = kiln_baseline.node_file(state_dir, node)
     return {"summary": summary, "markdown": kiln_report.render_markdown(summary), "written": written}
+
+
+# ---------------------------------------------------------------------------
+# Swap mode, pair phase, baselines and actions (burn-in II)
+# ---------------------------------------------------------------------------
+
+#: A drain reason that starts with this was set by the burn-in (and only those are resumed).
+REASON_PREFIX = "BURNIN:"
+MODES = ("quick", "default", "acceptance", "swap")
+PAIR_CHECK = "nccl.pair.all_reduce"
+BASELINE_CHECK = "baseline.pair_busbw"
+
+
+def parse_sinfo(lines: Sequence[str]) -> Dict[str, Dict[str, str]]:
+    """``sinfo --noheader --Node --format '%N|%T|%E'`` -> ``{node: {state, reason}}``."""
+    out: Dict[str, Dict[str, str]] = {}
+    for line in lines or []:
+        parts = str(line).split("|", 2)
+        if len(parts) == 3 and parts[0].strip():
+            reason = parts[2].strip()
+            out.setdefault(parts[0].strip(), {"state": parts[1].strip().lower(),
+                                               "reason": "" if reason == "none" else reason})
+    return out
+
+
+def _drained(state: str) -> bool:
+    return bool(re.search(r"drain|fail", state or ""))
+
+
+def _down(state: str) -> bool:
+    return bool(re.search(r"down|not_responding|unknown|future|power", state or ""))
+
+
+def swap_targets(value: Any, nodes: Sequence[str]) -> List[str]:
+    """kiln_burnin_swap_nodes as a list (comma string or list), each an inventory host."""
+    if value is None or value == "":
+        return []
+    names = [v.strip() for v in (value.split(",") if isinstance(value, str) else value) if str(v).strip()]
+    unknown = [n for n in names if n not in nodes]
+    if unknown:
+        raise kiln_verdict.KilnConfigError(
+            f"kiln_burnin_swap_nodes names {', '.join(unknown)}, not in kiln_burnin_targets "
+            f"({len(nodes)} hosts); use inventory host names of the nodes that were repaired")
+    return sorted(set(names))
+
+
+def pair_scope(nodes: Sequence[str], mode: str, swap_nodes: Any,
+               histories: Mapping[str, Sequence[Mapping[str, Any]]], partners: int = 4) -> Dict[str, Any]:
+    """The hosts a run touches. swap: the named nodes plus up to *partners*
+    known-good nodes (last burn-in passed, with a pair result); else every node."""
+    if mode not in MODES:
+        raise kiln_verdict.KilnConfigError(f"kiln_burnin_mode must be one of {', '.join(MODES)}, not {mode!r}")
+    nodes = sorted(nodes)
+    if mode != "swap":
+        if swap_nodes:
+            raise kiln_verdict.KilnConfigError(
+                "kiln_burnin_swap_nodes is set but kiln_burnin_mode is not swap; add -e kiln_burnin_mode=swap")
+        return {"hosts": nodes, "targets": nodes, "partners": [], "notes": []}
+    targets = swap_targets(swap_nodes, nodes)
+    if not targets:
+        raise kiln_verdict.KilnConfigError(
+            "kiln_burnin_mode=swap needs kiln_burnin_swap_nodes: the node(s) whose part was swapped, "
+            "e.g. -e kiln_burnin_swap_nodes=gpu07")
+    good = [n for n in kiln_baseline.known_good({n: histories.get(n) or [] for n in nodes}, test="pair")
+            if n not in targets]
+    notes = []
+    chosen = good[: max(int(partners), 1)]
+    if len(chosen) < 2:
+        extra = [n for n in nodes if n not in targets and n not in chosen][: max(int(partners), 2) - len(chosen)]
+        if extra:
+            notes.append("fewer than 2 known-good partners in the burn-in history; also pairing with "
+                         + ", ".join(extra) + " (not proven by an earlier burn-in)")
+        chosen += extra
+    return {"hosts": sorted(set(targets) | set(chosen)), "targets": targets, "partners": chosen,
+            "known_good": good, "notes": notes}
+
+
+def pair_start(nodes: Sequence[str], mode: str, targets: Sequence[str], partners: Sequence[str],
+               histories: Mapping[str, Sequence[Mapping[str, Any]]], versions: Mapping[str, Any],
+               slurm: Optional[Mapping[str, Mapping[str, str]]] = None,
+               slurm_names: Optional[Mapping[str, str]] = None, window: int = 5) -> Dict[str, Any]:
+    """Who takes part in the pair phase, what Slurm state to work around, and round 1.
+
+    *nodes*: the hosts that passed the per-node phases. With *slurm*
+    (parse_sinfo of the participants): a down node is out (INCOMPLETE); a
+    drained node is resumed inside the burn-in's maintenance reservation when it
+    is a swap target, otherwise it is left out (SKIP: not tested).
+    """
+    slurm_names = dict(slurm_names or {})
+    excluded: Dict[str, Dict[str, str]] = {}
+    resume: List[str] = []
+    drained_before: Dict[str, str] = {}
+    for node in sorted(nodes):
+        row = (slurm or {}).get(slurm_names.get(node, node))
+        if slurm is None:
+            continue
+        if row is None:
+            excluded[node] = {"status": INCOMPLETE, "why": "Slurm does not list this node"}
+        elif _down(row["state"]):
+            excluded[node] = {"status": INCOMPLETE, "why": f"{row['state']} in Slurm ({row['reason'] or 'no reason'})"}
+        elif _drained(row["state"]):
+            drained_before[node] = row["reason"]
+            if mode == "swap" and node in targets:
+                resume.append(node)
+            else:
+                excluded[node] = {"status": SKIP, "why": (
+                    f"drained in Slurm ({row['reason'] or 'no reason'}): not tested; after the repair run "
+                    f"kiln_burnin_mode=swap kiln_burnin_swap_nodes={node}")}
+    participants = [n for n in sorted(nodes) if n not in excluded]
+    fingerprints = {n: kiln_baseline.fingerprint_id(versions.get(n)) for n in participants}
+    baselines = {n: kiln_baseline.baseline(histories.get(n) or [], "pair", fingerprints[n], window)
+                 for n in participants}
+    good = [p for p in partners if p in participants]
+    if mode == "swap":
+        first = kiln_isolate.first_round(participants, "swap", [t for t in targets if t in participants], good)
+    else:
+        first = kiln_isolate.first_round(participants, mode)
+    return {"participants": participants, "excluded": excluded, "resume": resume,
+            "drained_before": drained_before, "baselines": baselines, "known_good": good, "pairs": first}
+
+
+def pair_records(items: Sequence[Mapping[str, Any]], round_no: int) -> List[Dict[str, Any]]:
+    """Raw pair runs from the playbook's registered loop results (command or async_status).
+
+    An async job that never finished, or a run killed by ``timeout`` (rc 124),
+    is a timeout; the verdict decides FAIL (rows printed) or INCOMPLETE (none).
+    """
+    out = []
+    for item in items:
+        pair = item.get("__pair") or (item.get("__job") or {}).get("__pair")
+        if not pair or len(pair) != 2:
+            raise kiln_verdict.KilnConfigError(f"pair run without its pair: {sorted(item)}")
+        rc = item.get("rc")
+        unfinished = "finished" in item and not item.get("finished")
+        out.append({"pair": [str(pair[0]), str(pair[1])], "round": int(round_no), "text": item.get("stdout") or "",
+                    "rc": rc, "timed_out": rc == 124 or unfinished})
+    return out
+
+
+def pair_round(state: Mapping[str, Any], results: Sequence[Mapping[str, Any]], *, mode: str,
+               floors: Mapping[str, Any], overrides: Optional[Mapping[str, Any]], sku: str, fabric: str,
+               band: float = 0.10, confirm: bool = True, round_no: int = 1, max_rounds: int = 4,
+               targets: Sequence[str] = ()) -> Dict[str, Any]:
+    """Judge the pairs measured so far and name the next round's pairs.
+
+    *results*: ``[{pair, round, text, rc, timed_out[, verdict, value]}]``;
+    raw ones are judged against the two-node floor (kiln_verdict), then every
+    pair against the run's reference (kiln_isolate.rejudge).
+    """
+    spec = kiln_verdict.lookup_floor(floors, sku, fabric, "two_node_ring", overrides=overrides)
+    judged: List[Dict[str, Any]] = []
+    for raw in results:
+        entry = dict(raw)
+        if "verdict" not in entry:
+            verdict = nccl_check(PAIR_CHECK, entry, spec)
+            entry = {"pair": list(entry["pair"]), "round": entry.get("round"), "verdict": verdict["status"],
+                     "value": verdict.get("value"), "detail": verdict.get("detail"), "rc": entry.get("rc"),
+                     "floor": verdict.get("floor"), "series": verdict.get("series"),
+                     "text": entry.get("text", "")}
+        judged.append(entry)
+    base = {n: (b or {}).get("value") for n, b in (state.get("baselines") or {}).items()}
+    kiln_isolate.rejudge(judged, base, band)
+    participants = list(state.get("participants") or [])
+    subjects = list(targets) if mode == "swap" else participants
+    following: List[Any] = []
+    if round_no < max_rounds:
+        following = kiln_isolate.next_round(participants, judged, state.get("known_good") or [],
+                                            subjects, confirm=confirm)
+    return {"results": judged, "pairs": [list(p) for p in following],
+            "nodes": kiln_isolate.classify(participants, judged, confirm=confirm)}
+
+
+def pair_checks(node: str, outcome: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
+                baseline: Optional[Mapping[str, Any]], baseline_band: float,
+                artifact: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The node's pair check (isolation outcome) and baseline check."""
+    mine = [r for r in results if node in r["pair"]]
+
+    def describe(r: Mapping[str, Any]) -> str:
+        partner = r["pair"][1] if r["pair"][0] == node else r["pair"][0]
+        value = "no result" if r.get("value") is None else f"{r['value']:g} GB/s"
+        return f"r{r.get('round')} {partner}: {value} {r.get('status')}"
+
+    passing = [float(r["value"]) for r in mine if r.get("status") == kiln_isolate.PAIR_PASS]
+    failing = [float(r["value"]) for r in mine if r.get("value") is not None
+               and r.get("status") in (kiln_isolate.PAIR_SLOW, kiln_isolate.PAIR_FAIL, kiln_isolate.PAIR_MARGINAL)]
+    state = outcome.get("state")
+    value = statistics.median(passing) if passing else (statistics.median(failing) if failing else None)
+    refs = [r["reference"]["value"] for r in mine if r.get("reference")]
+    floor = next((r.get("floor") for r in mine if r.get("floor")), None)
+    pairs_text = "; ".join(describe(r) for r in mine)
+    status = {kiln_isolate.CLEARED: PASS, kiln_isolate.BLAMED: FAIL, kiln_isolate.INCONSISTENT: WARN}.get(
+        state, INCOMPLETE)
+    lead = {
+        kiln_isolate.CLEARED: ("passed with " + ", ".join(outcome.get("passed_with") or [])
+                               if outcome.get("passed_with") else
+                               "failed only with blamed " + ", ".join(outcome.get("explained_by") or [])),
+        kiln_isolate.BLAMED: "blamed: failed with " + ", ".join(outcome.get("failed_with") or []),
+        kiln_isolate.INCONSISTENT: "inconsistent: " + str(outcome.get("why") or ""),
+    }.get(state, outcome.get("why") or "no result with two partners")
+    checks = [check(PAIR_CHECK, status, f"{lead} ({pairs_text})", metric="busbw_pair", unit="GB/s",
+                    value=round(value, 4) if value is not None else None, floor=floor,
+                    reference=round(statistics.median(refs), 4) if refs else None, artifact=artifact,
+                    partners=[r["pair"][1] if r["pair"][0] == node else r["pair"][0] for r in mine])]
+    base = dict(baseline or {})
+    if status not in (PASS, WARN) or not passing:
+        checks.append(check(BASELINE_CHECK, SKIP, "no passing pair result to compare"))
+    elif base.get("value") is None:
+        checks.append(check(BASELINE_CHECK, SKIP, base.get("note") or "no baseline yet: this run creates it",
+                            value=round(statistics.median(passing), 4), unit="GB/s", metric="busbw_pair"))
+    else:
+        mine_value = statistics.median(passing)
+        limit = float(base["value"]) * (1.0 - baseline_band)
+        below = 1.0 - mine_value / float(base["value"])
+        checks.append(check(BASELINE_CHECK, WARN if mine_value < limit else PASS,
+                            f"{mine_value:g} GB/s vs its baseline {base['value']:g} ({base.get('runs')} runs; "
+                            f"{below:+.0%} below; WARN beyond {baseline_band:.0%})".replace("+-", "-"),
+                            metric="busbw_pair", value=round(mine_value, 4), floor=floor, unit="GB/s",
+                            baseline=base["value"]))
+    return checks
+
+
+def plan_actions(nodes: Mapping[str, Mapping[str, Any]], mode: str, drained_before: Mapping[str, str],
+                 resumed: Sequence[str], slurm_names: Optional[Mapping[str, str]] = None,
+                 backend: str = "slurm") -> List[Dict[str, Any]]:
+    """What the burn-in does to each judged node in the scheduler.
+
+    FAIL: drain with ``BURNIN: <failed checks>`` -- except a node a person
+    drained, whose drain is restored untouched. A node the run resumed for the
+    test (swap target that was drained): PASS/WARN in swap mode with a
+    burn-in drain stays resumed; anything else gets its old drain back.
+    Backends: ``slurm`` (scontrol), ``none`` (report only); a Kubernetes
+    cordon/taint backend plugs in here.
+    """
+    if backend not in ("slurm", "none"):
+        raise kiln_verdict.KilnConfigError(f"kiln_burnin_actions must be slurm or none, not {backend!r}")
+    names = dict(slurm_names or {})
+    actions: List[Dict[str, Any]] = []
+    for node in sorted(nodes):
+        record = nodes[node]
+        status = record.get("status")
+        before = drained_before.get(node)
+        by_person = before is not None and not before.startswith(REASON_PREFIX)
+        failed = [c["id"] for c in record.get("checks") or [] if c.get("status") == FAIL]
+        if status == FAIL and not by_person:
+            first = next((c for c in record.get("checks") or [] if c.get("status") == FAIL), {})
+            reason = f"{REASON_PREFIX} {', '.join(failed)}: {first.get('detail') or ''}"
+            action = {"action": "drain", "reason": reason[:200].rstrip(),
+                      "why": "failed " + ", ".join(failed)}
+        elif node in resumed and mode == "swap" and status in (PASS, WARN) and not by_person:
+            action = {"action": "resume", "reason": None,
+                      "why": f"passed in swap mode; drained by a burn-in before ({before})"}
+        elif node in resumed or (status == FAIL and by_person):
+            action = {"action": "restore", "reason": before,
+                      "why": ("drained by a person: kiln never resumes it" if by_person else
+                              f"{status} in {mode} mode: a burn-in drain is lifted only by a passing swap run")
+                      + (f"; failed {', '.join(failed)}" if failed else "")}
+        else:
+            continue
+        action.update({"node": node, "slurm_node": names.get(node, node), "backend": backend,
+                       "applied": backend != "none"})
+        actions.append(action)
+    return actions
+
+
+def history_records(summary: Mapping[str, Any], versions: Mapping[str, Any], finished: str
+                    ) -> Dict[str, Dict[str, Any]]:
+    """One history record per judged node (appended by kiln_baseline.append)."""
+    out = {}
+    for node, record in (summary.get("nodes") or {}).items():
+        pair = next((c for c in record.get("checks") or [] if c.get("id") == PAIR_CHECK), None)
+        single = next((c for c in record.get("checks") or [] if c.get("id") == "nccl.single_node.all_reduce"), None)
+        values = {"pair": pair.get("value") if pair and pair.get("status") in (PASS, WARN) else None,
+                  "single_node": single.get("value") if single and single.get("status") in (PASS, WARN) else None}
+        out[node] = kiln_baseline.record(str(summary.get("run_id")), finished, str(summary.get("mode")),
+                                         str(record.get("status")), versions.get(node), values)
+    return out

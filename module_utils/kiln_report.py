@@ -188,6 +188,23 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
                 f"{_fmt(check.get('value'))} | {_fmt(check.get('floor'))} | {_md(ref_text)} | "
                 f"{_md(check.get('detail') or '')} |"
             )
+    pairs = summary.get("pairs") or {}
+    if pairs.get("results"):
+        lines += ["", f"Pair phase: {pairs.get('rounds')} round(s)" + "".join(f"; {n}" for n in pairs.get("notes") or []),
+                  "", "| Round | Pair | Status | busbw | Reference | Why |", "|---|---|---|---|---|---|"]
+        for result in pairs["results"]:
+            ref = result.get("reference") or {}
+            lines.append(f"| {result.get('round')} | {_md(' + '.join(result.get('pair') or []))} | "
+                         f"{result.get('status')} | {_fmt(result.get('value'))} | {_fmt(ref.get('value'))} | "
+                         f"{_md(result.get('why') or '')} |")
+    actions = summary.get("actions")
+    if actions is not None:
+        lines += ["", "| Action | Node | Reason | Why |", "|---|---|---|---|"]
+        for action in actions:
+            lines.append(f"| {action.get('action')} | {_md(action.get('node'))} | {_md(action.get('reason') or '-')} | "
+                         f"{_md(action.get('why') or '')} |")
+        if not actions:
+            lines.append("| none | - | - | no node to drain, resume or restore |")
     lines += [
         "",
         f"RESULT: {overall.get('status')} (exit {overall.get('exit')})  passed={overall.get('passed', 0)} "

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Burn-in sensitivity on the local test cluster: the smallest slowdown flagged every time.
+
+Needs a running burn-in test cluster (1 controller + >= 4 compute nodes with
+Slurm and the CPU engine), e.g. the burnin scenario kept up:
+
+  make testbed && molecule converge -s burnin          (with the Makefile's environment)
+  python3 bench/sensitivity.py --trials 10 --caps 0.75,0.85,0.90
+
+Each trial is one whole pair phase (module_utils/kiln_isolate.py, the code the
+playbook runs): 2-node CPU-engine all-reduces launched with srun on the
+controller, parsed and judged exactly as the burn-in does (kiln_burnin.nccl_check
+against the cpu two-node floor, then the run's reference and the nodes'
+baselines). Healthy trials count false alarms (any node not cleared). Faulty
+trials put `tc qdisc ... tbf` on the bad node's eth0 at CAP x the healthy pair
+busbw (a link running at that fraction of the rate the all-reduce used) and
+count the trials in which that node, and only it, is blamed. Not a timed test:
+it prints a Markdown table for the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "module_utils"))
+
+import kiln_burnin  # noqa: E402
+import kiln_isolate  # noqa: E402
+import kiln_verdict  # noqa: E402
+
+
+def sh(argv: List[str], timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+class Cluster:
+    def __init__(self, ctl: str, args: List[str], timeout: int) -> None:
+        self.ctl = ctl
+        self.args = args
+        self.timeout = timeout
+        self.floor = kiln_verdict.lookup_floor(kiln_verdict.load_floors(), "cpu", "tcp", "two_node_ring")
+        self.seconds: List[float] = []
+
+    def pair(self, a: str, b: str) -> Dict[str, Any]:
+        start = time.monotonic()
+        argv = ["podman", "exec", self.ctl, "timeout", str(self.timeout), "srun", "--job-name=kiln-bench", "-N2",
+                "-w", f"{a},{b}", "--ntasks-per-node=1", "--mpi=pmix", "--export=ALL",
+                "/usr/local/bin/kiln-cpu-allreduce"] + self.args
+        out = sh(argv, self.timeout + 30)
+        self.seconds.append(time.monotonic() - start)
+        check = kiln_burnin.nccl_check("nccl.pair.all_reduce",
+                                       {"text": out.stdout, "rc": out.returncode,
+                                        "timed_out": out.returncode == 124}, self.floor)
+        return {"verdict": check["status"], "value": check.get("value")}
+
+
+def shape(node: str, rate_mbit: int | None) -> None:
+    sh(["podman", "exec", node, "tc", "qdisc", "del", "dev", "eth0", "root"])
+    if rate_mbit:
+        out = sh(["podman", "exec", node, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
+                  f"{rate_mbit}mbit", "burst", "256kb", "latency", "50ms"])
+        if out.returncode:
+            raise SystemExit(f"tc on {node} failed: {out.stderr}")
+
+
+def trial(cluster: Cluster, nodes: List[str], baselines: Dict[str, float], band: float) -> Dict[str, Any]:
+    out = kiln_isolate.isolate(nodes, lambda a, b, _r: cluster.pair(a, b), mode="acceptance",
+                               baselines=baselines, band=band, max_rounds=4)
+    return {"states": {n: r["state"] for n, r in out["nodes"].items()}, "rounds": out["rounds"],
+            "values": [r.get("value") for r in out["results"]]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ctl", default="kiln-burnin-ctl")
+    parser.add_argument("--nodes", default="kiln-burnin-c1,kiln-burnin-c2,kiln-burnin-c3,kiln-burnin-c4")
+    parser.add_argument("--bad", default="kiln-burnin-c3")
+    parser.add_argument("--caps", default="0.75,0.85,0.90", help="tbf rate as a fraction of the healthy pair busbw")
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--band", type=float, default=0.10)
+    parser.add_argument("--args", default="-b 16M -e 64M -f 2 -n 8 -w 2", help="kiln-cpu-allreduce arguments")
+    parser.add_argument("--timeout", type=int, default=90)
+    parser.add_argument("--json", help="also write the raw trials here")
+    opts = parser.parse_args()
+    nodes = opts.nodes.split(",")
+    cluster = Cluster(opts.ctl, opts.args.split(), opts.timeout)
+    shape(opts.bad, None)
+
+    # calibration: every node's pair busbw over two healthy one-pass rounds -> baselines
+    calib: Dict[str, List[float]] = {n: [] for n in nodes}
+    for _ in range(2):
+        for a, b in kiln_isolate.first_round(nodes, "acceptance"):
+            value = cluster.pair(a, b)["value"]
+            calib[a].append(value)
+            calib[b].append(value)
+    baselines = {n: statistics.median(v) for n, v in calib.items()}
+    healthy_rate = statistics.median([v for vs in calib.values() for v in vs])
+    print(f"# calibration: pair busbw {healthy_rate:.3f} GB/s (baselines {baselines}); "
+          f"pair run {statistics.median(cluster.seconds):.1f} s", flush=True)
+
+    raw: Dict[str, Any] = {"baselines": baselines, "healthy_rate": healthy_rate, "runs": {}}
+    rows = []
+    healthy = [trial(cluster, nodes, baselines, opts.band) for _ in range(opts.trials)]
+    alarms = sum(1 for t in healthy if any(s != kiln_isolate.CLEARED for s in t["states"].values()))
+    values = [v for t in healthy for v in t["values"] if v]
+    noise = statistics.pstdev(values) / statistics.mean(values)
+    raw["runs"]["healthy"] = healthy
+    print(f"# healthy: {alarms}/{opts.trials} false alarms, pair busbw sigma {noise:.1%}", flush=True)
+    for cap in [float(c) for c in opts.caps.split(",")]:
+        shape(opts.bad, int(healthy_rate * 8000 * cap))
+        try:
+            runs = [trial(cluster, nodes, baselines, opts.band) for _ in range(opts.trials)]
+        finally:
+            shape(opts.bad, None)
+        raw["runs"][str(cap)] = runs
+        flagged = sum(1 for t in runs if t["states"][opts.bad] == kiln_isolate.BLAMED
+                      and all(s == kiln_isolate.CLEARED for n, s in t["states"].items() if n != opts.bad))
+        slow_values = [v for t in runs for v in t["values"] if v and v < healthy_rate * (1 - opts.band)]
+        drop = 1 - statistics.median(slow_values) / healthy_rate if slow_values else 0.0
+        rows.append((cap, drop, flagged, statistics.mean(t["rounds"] for t in runs)))
+        print(f"# cap {cap:.0%}: observed drop {drop:.0%}, flagged {flagged}/{opts.trials}", flush=True)
+    print(f"\nTest bed: {len(nodes)} compute nodes, CPU engine `{opts.args}`, band {opts.band:.0%}, "
+          f"healthy pair busbw {healthy_rate:.3f} GB/s, sigma {noise:.1%}; "
+          f"healthy runs: {alarms}/{opts.trials} false alarms.\n")
+    print("| tbf rate (x healthy pair busbw) | observed busbw drop on the bad node's pairs | bad node alone blamed | mean rounds |")
+    print("|---|---|---|---|")
+    for cap, drop, flagged, rounds in rows:
+        print(f"| {cap:.0%} | {drop:.0%} | {flagged}/{opts.trials} | {rounds:.1f} |")
+    if opts.json:
+        with open(opts.json, "w", encoding="utf-8") as handle:
+            json.dump(raw, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

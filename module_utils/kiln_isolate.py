@@ -1,0 +1,307 @@
+# -*- coding: utf-8 -*-
+"""Bad-node isolation by 2-node all-reduce pairs -- the pair phase of the burn-in.
+
+Pure functions, standard library only; importable as ``kiln_isolate`` and as
+``ansible.module_utils.kiln_isolate``. The burn-in playbook and the scale
+simulation (bench/isolation_sim.py) run the same code.
+
+A full-fabric all-reduce that comes out slow says that something is wrong,
+not what. The pair phase finds the node:
+
+* Round 1 pairs the nodes. ``swap`` mode pairs every target with a distinct
+  known-good partner (a node whose last burn-in passed); ``default`` and
+  ``acceptance`` pair every node once (node *i* with node *i + N/2* of the
+  sorted list, so each pair crosses the list's halves), all pairs at once.
+* A pair is judged against the floor and against a reference: the median of
+  the other pairs of the same run (the fleet), with the stored baselines of
+  the pair's two nodes added as samples (they decide small runs, where two
+  pairs alone could not outvote each other). A pair below the reference by
+  more than *band* is SLOW; SLOW and FAIL both count against both nodes. A
+  pair between half the band and the band is MARGINAL: it neither clears nor
+  condemns, both nodes get another partner (a bad node's lucky run cannot
+  clear it, a healthy pair's unlucky run costs one more pair).
+* A node with a passing pair is cleared. A node whose pairs all failed is a
+  suspect: the next round pairs it with a cleared node it has not met. A node
+  is blamed only when it failed with two different partners (or alone, in a
+  single-node check, which the caller passes as *failed_alone*).
+  With *confirm*, a blame candidate gets one more partner; it is blamed if
+  that pair fails too, and reported inconsistent (WARN) if it passes.
+* A node whose pairs never produced a result (launch error, timeout before
+  any row, node gone) is INCOMPLETE after two partners, never PASS.
+
+Statuses of a pair: PASS, MARGINAL, SLOW, FAIL (integrity, exit, floor), INCOMPLETE.
+Statuses of a node: PASS (cleared), FAIL (blamed), WARN (inconsistent),
+INCOMPLETE (no result with two partners, or no partner left), UNTESTED.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+PAIR_PASS, PAIR_MARGINAL, PAIR_SLOW, PAIR_FAIL, PAIR_INCOMPLETE = "PASS", "MARGINAL", "SLOW", "FAIL", "INCOMPLETE"
+CLEARED, BLAMED, INCONSISTENT, INCOMPLETE, SUSPECT, UNTESTED = (
+    "CLEARED", "BLAMED", "INCONSISTENT", "INCOMPLETE", "SUSPECT", "UNTESTED")
+MODES = ("swap", "default", "acceptance")
+
+Pair = Tuple[str, str]
+
+
+def first_round(nodes: Sequence[str], mode: str, targets: Sequence[str] = (),
+                known_good: Iterable[str] = ()) -> List[Pair]:
+    """Pairs of round 1 (disjoint, so they can run at once).
+
+    swap: each target with a distinct known-good non-target partner, in
+    sorted order; targets left without one wait for a cleared node in round
+    2. With no known-good partner at all the targets pair among themselves.
+    default/acceptance: node *i* with node *i + ceil(N/2)* of the sorted
+    nodes; with an odd count the last node waits for round 2.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    nodes = sorted(set(nodes))
+    if mode == "swap":
+        wanted = [t for t in sorted(set(targets)) if t in nodes]
+        good = [n for n in nodes if n in set(known_good) and n not in wanted]
+        if not good:
+            return _half_shift(wanted)
+        return list(zip(wanted, good))
+    return _half_shift(nodes)
+
+
+def _half_shift(nodes: Sequence[str]) -> List[Pair]:
+    half = (len(nodes) + 1) // 2
+    return [(nodes[i], nodes[i + half]) for i in range(len(nodes) - half)]
+
+
+def median_or_none(values: Sequence[float]) -> Optional[float]:
+    values = [float(v) for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def pair_reference(pair: Sequence[str], results: Sequence[Mapping[str, Any]],
+                   baselines: Optional[Mapping[str, Optional[float]]] = None,
+                   exclude_index: Optional[int] = None,
+                   _fleet: Optional[List[float]] = None) -> Optional[Dict[str, Any]]:
+    """Reference busbw for *pair*: the median of the run's other measured pairs
+    plus the stored baselines of the pair's two nodes. None when nothing to compare with."""
+    if _fleet is None:
+        _fleet = sorted(_measured(results))
+    fleet = list(_fleet)
+    if exclude_index is not None:
+        own_value = results[exclude_index].get("value")
+        if own_value is not None and results[exclude_index].get("status") != PAIR_INCOMPLETE:
+            del fleet[bisect.bisect_left(fleet, float(own_value))]
+    own = [float(baselines[n]) for n in pair if baselines and baselines.get(n)]
+    for value in own:
+        bisect.insort(fleet, value)
+    if not fleet:
+        return None
+    return {"value": round(statistics.median(fleet), 4), "pairs": len(fleet) - len(own), "baselines": len(own)}
+
+
+def _measured(results: Sequence[Mapping[str, Any]]) -> List[float]:
+    return [float(r["value"]) for r in results if r.get("value") is not None and r.get("status") != PAIR_INCOMPLETE]
+
+
+def judge_pair(status: str, value: Optional[float], reference: Optional[Mapping[str, Any]],
+               band: float) -> Tuple[str, str]:
+    """Pair status from the all-reduce verdict (PASS/WARN/FAIL/INCOMPLETE) and the reference."""
+    if status == "INCOMPLETE" or (value is None and status != "FAIL"):
+        return PAIR_INCOMPLETE, "no result"
+    if status == "FAIL":
+        return PAIR_FAIL, "failed its own checks (integrity, exit code or floor)"
+    if reference and reference.get("value"):
+        below = 1.0 - float(value) / float(reference["value"])
+        where = (f"busbw {value:g} is {below:.0%} below the reference {reference['value']:g} "
+                 f"({reference['pairs']} pairs, {reference['baselines']} baselines; band {band:.0%})")
+        if below > band:
+            return PAIR_SLOW, where
+        if below > band / 2.0:
+            return PAIR_MARGINAL, where + ": neither node is cleared by it; both get another partner"
+    return PAIR_PASS, "at the reference" if reference else "no reference: judged against the floor only"
+
+
+def rejudge(results: List[Dict[str, Any]], baselines: Optional[Mapping[str, Optional[float]]],
+            band: float) -> List[Dict[str, Any]]:
+    """(Re)judge every pair against the references of the whole run so far.
+
+    Each result needs ``pair``, ``verdict`` (the all-reduce check's status) and
+    ``value``; ``status``, ``reference`` and ``why`` are (re)written.
+    """
+    for result in results:  # the verdict decides which values count, before the reference
+        if result.get("verdict") == "INCOMPLETE" or result.get("value") is None:
+            result["status"] = PAIR_INCOMPLETE
+        else:
+            result["status"] = None
+    fleet = sorted(_measured(results))
+    for index, result in enumerate(results):
+        ref = pair_reference(result["pair"], results, baselines, exclude_index=index, _fleet=fleet)
+        result["reference"] = ref
+        result["status"], result["why"] = judge_pair(result.get("verdict") or "INCOMPLETE",
+                                                     result.get("value"), ref, band)
+    return results
+
+
+def _index(results: Sequence[Mapping[str, Any]]) -> Dict[str, List[Tuple[str, Any]]]:
+    """node -> [(partner, pair status)] of every pair it was in."""
+    index: Dict[str, List[Tuple[str, Any]]] = {}
+    for result in results:
+        a, b = result["pair"]
+        index.setdefault(a, []).append((b, result.get("status")))
+        index.setdefault(b, []).append((a, result.get("status")))
+    return index
+
+
+def _tally(pairs: Sequence[Tuple[str, Any]], ignore: Set[str]) -> Dict[str, List[str]]:
+    passed: Set[str] = set()
+    failed: Set[str] = set()
+    explained: Set[str] = set()
+    marginal: Set[str] = set()
+    incomplete: Set[str] = set()
+    for partner, status in pairs:
+        if status in (PAIR_SLOW, PAIR_FAIL):
+            (explained if partner in ignore else failed).add(partner)  # explained by a blamed partner
+        elif status == PAIR_PASS:
+            passed.add(partner)
+        elif status == PAIR_MARGINAL:
+            marginal.add(partner)
+        else:
+            incomplete.add(partner)
+    decided = passed | failed | explained
+    return {"passed": sorted(passed), "failed": sorted(failed), "explained": sorted(explained),
+            "marginal": sorted(marginal - decided), "incomplete": sorted(incomplete - decided - marginal)}
+
+
+def _state(tally: Mapping[str, List[str]], need: int, alone: bool) -> str:
+    p, f, n = len(tally["passed"]), len(tally["failed"]), len(tally["incomplete"])
+    if alone or (f >= 2 and f - p >= need):
+        return BLAMED
+    if p > f or (p == 0 and f == 0 and tally["explained"] and not tally["marginal"]):
+        return CLEARED
+    if p == 0 and f == 0 and not tally["marginal"]:
+        return INCOMPLETE if n >= 2 else (SUSPECT if n else UNTESTED)
+    return SUSPECT
+
+
+def classify(nodes: Sequence[str], results: Sequence[Mapping[str, Any]],
+             failed_alone: Iterable[str] = (), confirm: bool = True) -> Dict[str, Dict[str, Any]]:
+    """Per-node outcome of the pair results so far (every node in *nodes* or in a pair).
+
+    With p partners passed and f partners failed with: BLAMED when f >= 2 and
+    f - p >= 3 with *confirm* (2 without); CLEARED when p > f (or when every
+    failure is explained by a blamed partner); a node with
+    neither yet is a SUSPECT (UNTESTED with no pair, INCOMPLETE with no result
+    from two partners). A failure with a partner that ends BLAMED is explained
+    by that partner and not counted against the node.
+    """
+    alone = set(failed_alone)
+    need = 3 if confirm else 2
+    everyone = sorted(set(nodes) | {n for r in results for n in r["pair"]})
+    index = _index(results)
+    blamed: Set[str] = set()
+    out: Dict[str, Dict[str, Any]] = {}
+    for _ in range(4):  # explain-away converges in a couple of passes
+        out = {}
+        for node in everyone:
+            tally = _tally(index.get(node, []), set() if node in blamed else blamed)
+            out[node] = {"state": _state(tally, need, node in alone), "passed_with": tally["passed"],
+                         "failed_with": tally["failed"], "incomplete_with": tally["incomplete"],
+                         "explained_by": tally["explained"], "marginal_with": tally["marginal"],
+                         "pairs": len(index.get(node, []))}
+        now = {n for n, rec in out.items() if rec["state"] == BLAMED}
+        if now == blamed:
+            break
+        blamed = now
+    return out
+
+
+def next_round(nodes: Sequence[str], results: Sequence[Mapping[str, Any]], known_good: Iterable[str] = (),
+               subjects: Optional[Iterable[str]] = None, failed_alone: Iterable[str] = (),
+               confirm: bool = True, max_partners: int = 4) -> List[Pair]:
+    """Disjoint pairs for the next round, [] when done.
+
+    Waiting: every suspect (a subject or a partner that failed) and every
+    untested subject (*subjects* defaults to *nodes*). Each gets a cleared
+    node it has not met yet, or a known-good node not yet used; the least
+    used partner first, so the load spreads. Waiting nodes left without one
+    pair among themselves (new partners only).
+    """
+    subjects = set(nodes if subjects is None else subjects)
+    known_good = set(known_good) - subjects
+    states = classify(nodes, results, failed_alone, confirm)
+    index = _index(results)
+    met: Dict[str, Set[str]] = {n: {p for p, _ in index.get(n, [])} for n in states}
+    used: Dict[str, int] = {n: len(index.get(n, [])) for n in states}
+    waiting = [n for n in sorted(states) if len(met[n]) < max_partners and
+               (states[n]["state"] == SUSPECT or (states[n]["state"] == UNTESTED and n in subjects))]
+    pool = [n for n in sorted(set(nodes) | set(states))
+            if states.get(n, {}).get("state") == CLEARED
+            or (n in known_good and states.get(n, {}).get("state", UNTESTED) == UNTESTED)]
+    pool.sort(key=lambda p: (used.get(p, 0), p))
+    busy: Set[str] = set()
+    pairs: List[Pair] = []
+    for node in waiting:
+        if node in busy:
+            continue
+        partner = None
+        for cand in pool:  # pool is sorted by (uses, name): first fit is the least used
+            if cand != node and cand not in busy and cand not in met.get(node, set()):
+                partner = cand
+                break
+        if partner is None:
+            continue
+        pairs.append((node, partner))
+        busy.update((node, partner))
+    # No cleared node left for some (e.g. every pair of round 1 failed or was
+    # marginal): pair those among themselves, each with a node it has not met.
+    left = [n for n in waiting if n not in busy]
+    for node in left:
+        if node in busy:
+            continue
+        partner = next((c for c in left if c != node and c not in busy and c not in met.get(node, set())), None)
+        if partner is not None:
+            pairs.append((node, partner))
+            busy.update((node, partner))
+    return pairs
+
+
+def finish(nodes: Sequence[str], results: Sequence[Mapping[str, Any]], failed_alone: Iterable[str] = (),
+           confirm: bool = True) -> Dict[str, Dict[str, Any]]:
+    """Final node outcomes: suspects that ran out of rounds or partners are INCOMPLETE
+    (never blamed on one failure, never PASS)."""
+    states = classify(nodes, results, failed_alone, confirm)
+    for record in states.values():
+        if record["state"] == SUSPECT and ((len(record["failed_with"]) >= 2 and record["passed_with"])
+                                           or record["marginal_with"]):
+            record["state"] = INCONSISTENT
+            record["why"] = "; ".join(f"{label} " + ", ".join(record[key]) for key, label in (
+                ("failed_with", "failed with"), ("marginal_with", "marginal with"), ("passed_with", "passed with"))
+                if record[key])
+        elif record["state"] == SUSPECT:
+            record["state"] = INCOMPLETE
+            record["why"] = ("failed with " + ", ".join(record["failed_with"]) + " only; no further partner "
+                             "in the rounds allowed") if record["failed_with"] else "no result"
+    return states
+
+
+def isolate(nodes: Sequence[str], run_pair, *, mode: str = "default", targets: Sequence[str] = (),
+            known_good: Iterable[str] = (), baselines: Optional[Mapping[str, Optional[float]]] = None,
+            band: float = 0.10, confirm: bool = True, max_rounds: int = 4,
+            failed_alone: Iterable[str] = ()) -> Dict[str, Any]:
+    """Whole pair phase with a callable ``run_pair(a, b, round) -> {verdict, value}``
+    (the simulation's entry point; the playbook drives the same steps one round per play)."""
+    known_good = set(known_good)
+    subjects = list(targets) if mode == "swap" else list(nodes)
+    results: List[Dict[str, Any]] = []
+    pairs = first_round(nodes, mode, targets, known_good)
+    rounds = 0
+    while pairs and rounds < max_rounds:
+        rounds += 1
+        for a, b in pairs:
+            measured = dict(run_pair(a, b, rounds))
+            results.append({"pair": [a, b], "round": rounds, **measured})
+        rejudge(results, baselines, band)
+        pairs = next_round(nodes, results, known_good, subjects, failed_alone, confirm)
+    return {"rounds": rounds, "results": results, "nodes": finish(nodes, results, failed_alone, confirm)}

@@ -1,0 +1,213 @@
+"""Burn-in II glue in module_utils/kiln_burnin.py: swap scope, pair phase, baselines, actions, history."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "module_utils"))
+
+import kiln_baseline  # noqa: E402
+import kiln_burnin as kb  # noqa: E402
+import kiln_report  # noqa: E402
+import kiln_verdict  # noqa: E402
+
+CPU = (REPO / "tests/fixtures/nccl-tests/derived-kiln-cpu-engine-3node-example.txt").read_text()
+NODES = ["c1", "c2", "c3", "c4"]
+VERSIONS = {n: {"driver": "580.95.05"} for n in NODES}
+
+
+def scaled(factor: float, text: str = CPU) -> str:
+    """The recorded CPU-engine output with every busbw/algbw scaled (as a slower link would)."""
+    out = []
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            cols = line.split()
+            for i in (6, 7, 10, 11):
+                cols[i] = f"{float(cols[i]) * factor:.2f}"
+            line = " ".join(cols)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def history(status="PASS", pair=0.49, versions=None):
+    return [kiln_baseline.record("old", "2026-11-28T00:00:00Z", "default", status,
+                                 versions or {"driver": "580.95.05"}, {"pair": pair})]
+
+
+def run_round(state, raw, round_no, mode="default", targets=()):
+    return kb.pair_round(state, raw, mode=mode, floors=kiln_verdict.load_floors(), overrides={}, sku="cpu",
+                         fabric="tcp", round_no=round_no, targets=targets)
+
+
+def test_sinfo_rows_parse_with_reasons():
+    rows = kb.parse_sinfo(["c1|idle|none", "c2|drained|BURNIN: nccl.pair.all_reduce: slow", "c3|down*|Not responding",
+                           "garbage"])
+    assert rows["c1"] == {"state": "idle", "reason": ""}
+    assert rows["c2"]["reason"].startswith("BURNIN:")
+    assert set(rows) == {"c1", "c2", "c3"}
+
+
+def test_swap_scope_adds_known_good_partners_only():
+    histories = {"c1": history(), "c2": history("FAIL", None), "c3": history(), "c4": history()}
+    scope = kb.pair_scope(NODES, "swap", "c4", histories, partners=4)
+    assert scope["targets"] == ["c4"] and scope["partners"] == ["c1", "c3"]
+    assert scope["hosts"] == ["c1", "c3", "c4"]
+
+
+def test_swap_scope_without_history_says_partners_are_unproven():
+    scope = kb.pair_scope(NODES, "swap", ["c2"], {}, partners=2)
+    assert scope["partners"] == ["c1", "c3"]
+    assert "not proven" in scope["notes"][0]
+
+
+@pytest.mark.parametrize("mode,swap,match", [
+    ("swap", None, "needs kiln_burnin_swap_nodes"),
+    ("swap", "c9", "names c9, not in kiln_burnin_targets"),
+    ("default", "c1", "kiln_burnin_mode is not swap"),
+    ("fast", None, "kiln_burnin_mode must be one of"),
+])
+def test_scope_errors_name_the_variable(mode, swap, match):
+    with pytest.raises(kiln_verdict.KilnConfigError, match=match):
+        kb.pair_scope(NODES, mode, swap, {})
+
+
+def test_start_leaves_out_down_and_drained_nodes_outside_swap():
+    sinfo = kb.parse_sinfo(["c1|idle|none", "c2|drained|fan swap (person)", "c3|down|Not responding", "c4|idle|none"])
+    state = kb.pair_start(NODES, "default", [], [], {}, VERSIONS, sinfo)
+    assert state["participants"] == ["c1", "c4"]
+    assert state["excluded"]["c2"]["status"] == "SKIP" and "kiln_burnin_swap_nodes=c2" in state["excluded"]["c2"]["why"]
+    assert state["excluded"]["c3"]["status"] == "INCOMPLETE"
+    assert state["resume"] == [] and state["drained_before"] == {"c2": "fan swap (person)"}
+    assert state["pairs"] == [("c1", "c4")]
+
+
+def test_start_swap_resumes_drained_targets_inside_the_reservation():
+    sinfo = kb.parse_sinfo(["c1|idle|none", "c2|idle|none", "c4|drained|BURNIN: x"])
+    state = kb.pair_start(["c1", "c2", "c4"], "swap", ["c4"], ["c1", "c2"],
+                          {"c1": history(), "c2": history()}, VERSIONS, sinfo)
+    assert state["resume"] == ["c4"] and state["pairs"] == [("c4", "c1")]
+    assert state["baselines"]["c1"]["value"] == 0.49
+    assert state["baselines"]["c4"]["value"] is None
+
+
+def test_pair_rounds_blame_the_slow_node_from_real_output():
+    state = kb.pair_start(NODES, "default", [], [], {n: history() for n in NODES}, VERSIONS, None)
+    assert state["pairs"] == [("c1", "c3"), ("c2", "c4")]
+    rate = {"c1": 1.0, "c2": 1.0, "c3": 0.6, "c4": 1.0}
+    raw, pairs = [], state["pairs"]
+    for round_no in (1, 2, 3, 4):
+        raw = raw + [{"pair": list(p), "round": round_no, "text": scaled(min(rate[p[0]], rate[p[1]])), "rc": 0}
+                     for p in pairs]
+        out = run_round(state, raw, round_no)
+        raw, pairs = out["results"], out["pairs"]
+        if not pairs:
+            break
+    assert out["nodes"]["c3"]["state"] == "BLAMED"
+    assert {n for n, r in out["nodes"].items() if r["state"] == "CLEARED"} == {"c1", "c2", "c4"}
+    slow = [r for r in out["results"] if "c3" in r["pair"]]
+    assert all(r["status"] == "SLOW" and "below the reference" in r["why"] for r in slow)
+
+
+def test_pair_with_wrong_results_fails_and_timeout_without_rows_is_incomplete():
+    wrong = re.sub(r"(\s)0(\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s+)0$", r"\g<1>5\g<2>0", CPU, flags=re.MULTILINE)
+    assert wrong != CPU
+    state = kb.pair_start(["a", "b", "c", "d"], "default", [], [], {}, {}, None)
+    raw = [{"pair": ["a", "c"], "round": 1, "text": wrong, "rc": 7},
+           {"pair": ["b", "d"], "round": 1, "text": "", "rc": 124, "timed_out": True}]
+    out = run_round(state, raw, 1)
+    by_pair = {tuple(r["pair"]): r for r in out["results"]}
+    assert by_pair[("a", "c")]["status"] == "FAIL" and "#wrong" in by_pair[("a", "c")]["detail"]
+    assert by_pair[("b", "d")]["status"] == "INCOMPLETE"
+
+
+def test_pair_records_from_sync_and_async_loop_results():
+    sync = [{"__pair": ["a", "b"], "rc": 0, "stdout": "x"}]
+    asyn = [{"__job": {"__pair": ["c", "d"]}, "finished": 0}]
+    out = kb.pair_records(sync + asyn, 2)
+    assert out[0] == {"pair": ["a", "b"], "round": 2, "text": "x", "rc": 0, "timed_out": False}
+    assert out[1]["timed_out"] is True and out[1]["rc"] is None
+
+
+def judged_nodes(statuses):
+    return {n: {"status": s, "checks": [{"id": "nccl.pair.all_reduce", "status": s, "detail": f"{n} detail"}]}
+            for n, s in statuses.items()}
+
+
+def test_actions_drain_fail_resume_swap_pass_and_never_a_persons_drain():
+    nodes = judged_nodes({"c1": "FAIL", "c2": "PASS", "c3": "PASS", "c4": "FAIL", "c5": "PASS", "c6": "INCOMPLETE"})
+    drained = {"c2": "BURNIN: nccl.pair.all_reduce: slow", "c3": "RMA 4711", "c4": "RMA 4712",
+               "c6": "BURNIN: old"}
+    actions = {a["node"]: a for a in kb.plan_actions(nodes, "swap", drained, ["c2", "c3", "c4", "c6"],
+                                                     {"c1": "node01"})}
+    assert actions["c1"]["action"] == "drain" and actions["c1"]["reason"].startswith("BURNIN: nccl.pair.all_reduce")
+    assert actions["c1"]["slurm_node"] == "node01"
+    assert actions["c2"]["action"] == "resume"
+    assert actions["c3"]["action"] == "restore" and actions["c3"]["reason"] == "RMA 4711"
+    assert actions["c4"]["action"] == "restore" and actions["c4"]["reason"] == "RMA 4712"  # FAIL keeps a person's drain
+    assert actions["c6"]["action"] == "restore" and actions["c6"]["reason"] == "BURNIN: old"
+    assert "c5" not in actions
+
+
+def test_actions_outside_swap_keep_a_burnin_drain():
+    nodes = judged_nodes({"c2": "PASS"})
+    actions = kb.plan_actions(nodes, "default", {"c2": "BURNIN: x"}, ["c2"])
+    assert actions[0]["action"] == "restore" and "swap" in actions[0]["why"]
+
+
+def test_actions_backend_none_plans_but_does_not_apply():
+    actions = kb.plan_actions(judged_nodes({"c1": "FAIL"}), "default", {}, [], backend="none")
+    assert actions[0]["applied"] is False
+    with pytest.raises(kiln_verdict.KilnConfigError, match="kiln_burnin_actions"):
+        kb.plan_actions({}, "default", {}, [], backend="k8s")
+
+
+def test_report_writes_pairs_actions_and_appends_history(tmp_path):
+    histories = {n: history() for n in NODES}
+    state = kb.pair_start(NODES, "default", [], [], histories, VERSIONS, None)
+    rate = {"c1": 1.0, "c2": 1.0, "c3": 0.6, "c4": 1.0}
+    raw, pairs = [], state["pairs"]
+    for round_no in (1, 2, 3, 4):
+        raw = raw + [{"pair": list(p), "round": round_no, "text": scaled(min(rate[p[0]], rate[p[1]])), "rc": 0}
+                     for p in pairs]
+        out = run_round(state, raw, round_no)
+        raw, pairs = out["results"], out["pairs"]
+        if not pairs:
+            break
+    nodes = {n: {"kiln_gpu": {"pci_gpu_count": 0}} for n in NODES}
+    assembled = kb.assemble(nodes, [], mode="default", pairs={**state, "results": raw},
+                            results_dir=str(tmp_path / "run"))
+    res = kb.report("run1", "default", assembled, str(tmp_path / "run"), {}, write=True,
+                    actions={"backend": "slurm", "drained_before": {}, "resumed": []},
+                    state_dir=str(tmp_path / "history"), node_versions=VERSIONS, versions=VERSIONS, finished="2026-11-29T00:00:00Z")
+    summary = res["summary"]
+    assert summary["nodes"]["c3"]["status"] == "FAIL"
+    assert [a["node"] for a in summary["actions"]] == ["c3"]
+    assert summary["nodes"]["c3"]["action"]["action"] == "drain"
+    base = {c["id"]: c for c in summary["nodes"]["c1"]["checks"]}["baseline.pair_busbw"]
+    assert base["status"] == "PASS" and base["baseline"] == 0.49
+    assert summary["pairs"]["rounds"] == 3
+    assert "| drain | c3 |" in res["markdown"] and "Pair phase: 3 round(s)" in res["markdown"]
+    assert not kiln_report.validate_summary(summary)
+    schema = json.loads((REPO / "data/burnin_summary.schema.json").read_text())
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(json.loads((tmp_path / "run/summary.json").read_text()), schema)
+    c3 = kiln_baseline.load(str(tmp_path / "history"), "c3")
+    c1 = kiln_baseline.load(str(tmp_path / "history"), "c1")
+    assert c3[-1]["status"] == "FAIL" and c3[-1]["values"]["pair"] is None
+    assert c1[-1]["status"] == "PASS" and c1[-1]["values"]["pair"] > 0.4
+    assert any((tmp_path / "run/pairs").iterdir())
+
+
+def test_baseline_warn_when_a_node_drops_below_its_own_history():
+    results = [{"pair": ["a", "b"], "round": 1, "status": "PASS", "value": 0.40, "floor": 0.05,
+                "reference": {"value": 0.41}}]
+    checks = kb.pair_checks("a", {"state": "CLEARED", "passed_with": ["b"]}, results,
+                            {"value": 0.49, "runs": 3}, 0.10)
+    pair, base = checks
+    assert pair["status"] == "PASS" and base["status"] == "WARN" and "18% below" in base["detail"]
