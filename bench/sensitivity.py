@@ -113,7 +113,8 @@ def main() -> int:
     values = [v for t in healthy for v in t["values"] if v]
     noise = statistics.pstdev(values) / statistics.mean(values)
     raw["runs"]["healthy"] = healthy
-    print(f"# healthy: {alarms}/{opts.trials} false alarms, pair busbw sigma {noise:.1%}", flush=True)
+    print(f"# healthy: {alarms}/{opts.trials} false alarms, pair busbw sigma {noise:.1%}, mean rounds "
+          f"{statistics.mean(t['rounds'] for t in healthy):.1f}", flush=True)
     for cap in [float(c) for c in opts.caps.split(",")]:
         shape(opts.bad, int(healthy_rate * 8000 * cap))
         try:

@@ -56,10 +56,10 @@ up() {
   ansible-playbook -i "${inventory}" site.yml
   log "sinfo on the controller:"
   podman exec kiln-demo-ctl sinfo -N -o '%N %T %G %c %m'
-  summary="$(ls -td results/burnin/*/ 2>/dev/null | head -1)"
+  summary="$(ls -t results/burnin/*/summary.md 2>/dev/null | head -1)"
   if [[ -n "${summary}" ]]; then
-    log "burn-in summary (${summary}summary.md):"
-    cat "${summary}summary.md"
+    log "burn-in summary (${summary}):"
+    cat "${summary}"
   fi
 }
 
