@@ -20,14 +20,18 @@ not what. The pair phase finds the node:
   pair between half the band and the band is MARGINAL: it neither clears nor
   condemns, both nodes get another partner (a bad node's lucky run cannot
   clear it, a healthy pair's unlucky run costs one more pair).
-* A node with a passing pair is cleared. A node whose pairs all failed is a
-  suspect: the next round pairs it with a cleared node it has not met. A node
-  is blamed only when it failed with two different partners (or alone, in a
-  single-node check, which the caller passes as *failed_alone*).
-  With *confirm*, a blame candidate gets one more partner; it is blamed if
-  that pair fails too, and reported inconsistent (WARN) if it passes.
+* With p partners it passed with and f partners it failed with, a node is
+  CLEARED when p > f (its earlier failure was its partner's), or when every
+  failure is with a node that ends blamed (explained away). A node that is
+  neither is a suspect: the next round pairs it with a cleared node it has
+  not met (suspects pair among themselves when no cleared node is left).
+  A node is blamed only when it failed with two different partners (or
+  alone, in a single-node check, passed as *failed_alone*) -- with *confirm*
+  (default) with a third as well: f >= 2 and f - p >= 3.
 * A node whose pairs never produced a result (launch error, timeout before
-  any row, node gone) is INCOMPLETE after two partners, never PASS.
+  any row, node gone) is INCOMPLETE after two partners, never PASS. Nodes
+  still undecided when the rounds run out are INCONSISTENT (WARN: both
+  passes and failures, or only MARGINAL pairs) or INCOMPLETE.
 
 Statuses of a pair: PASS, MARGINAL, SLOW, FAIL (integrity, exit, floor), INCOMPLETE.
 Statuses of a node: PASS (cleared), FAIL (blamed), WARN (inconsistent),
