@@ -105,8 +105,7 @@ def known_good(histories: Mapping[str, Iterable[Mapping[str, Any]]], test: Optio
         if not records or records[-1].get("status") not in PASSING:
             continue
         if test is not None:
-            measured = [r for r in records if (r.get("values") or {}).get(test) is not None
-                        or r.get("tested", {}).get(test)]
+            measured = [r for r in records if (r.get("values") or {}).get(test) is not None]
             if not measured or measured[-1].get("status") not in PASSING:
                 continue
         good.append(node)

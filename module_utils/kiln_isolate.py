@@ -25,9 +25,9 @@ not what. The pair phase finds the node:
   failure is with a node that ends blamed (explained away). A node that is
   neither is a suspect: the next round pairs it with a cleared node it has
   not met (suspects pair among themselves when no cleared node is left).
-  A node is blamed only when it failed with two different partners (or
-  alone, in a single-node check, passed as *failed_alone*) -- with *confirm*
-  (default) with a third as well: f >= 2 and f - p >= 3.
+  A node is blamed only when it failed with two different partners -- with
+  *confirm* (default) with a third as well: f >= 2 and f - p >= 3. (A node
+  that fails alone, in a per-node check, never reaches the pair phase.)
 * A node whose pairs never produced a result (launch error, timeout before
   any row, node gone) is INCOMPLETE after two partners, never PASS. Nodes
   still undecided when the rounds run out are INCONSISTENT (WARN: both
@@ -178,9 +178,9 @@ def _tally(pairs: Sequence[Tuple[str, Any]], ignore: Set[str]) -> Dict[str, List
             "marginal": sorted(marginal - decided), "incomplete": sorted(incomplete - decided - marginal)}
 
 
-def _state(tally: Mapping[str, List[str]], need: int, alone: bool) -> str:
+def _state(tally: Mapping[str, List[str]], need: int) -> str:
     p, f, n = len(tally["passed"]), len(tally["failed"]), len(tally["incomplete"])
-    if alone or (f >= 2 and f - p >= need):
+    if f >= 2 and f - p >= need:
         return BLAMED
     if p > f or (p == 0 and f == 0 and tally["explained"] and not tally["marginal"]):
         return CLEARED
@@ -190,7 +190,7 @@ def _state(tally: Mapping[str, List[str]], need: int, alone: bool) -> str:
 
 
 def classify(nodes: Sequence[str], results: Sequence[Mapping[str, Any]],
-             failed_alone: Iterable[str] = (), confirm: bool = True) -> Dict[str, Dict[str, Any]]:
+             confirm: bool = True) -> Dict[str, Dict[str, Any]]:
     """Per-node outcome of the pair results so far (every node in *nodes* or in a pair).
 
     With p partners passed and f partners failed with: BLAMED when f >= 2 and
@@ -200,7 +200,6 @@ def classify(nodes: Sequence[str], results: Sequence[Mapping[str, Any]],
     from two partners). A failure with a partner that ends BLAMED is explained
     by that partner and not counted against the node.
     """
-    alone = set(failed_alone)
     need = 3 if confirm else 2
     everyone = sorted(set(nodes) | {n for r in results for n in r["pair"]})
     index = _index(results)
@@ -210,7 +209,7 @@ def classify(nodes: Sequence[str], results: Sequence[Mapping[str, Any]],
         out = {}
         for node in everyone:
             tally = _tally(index.get(node, []), set() if node in blamed else blamed)
-            out[node] = {"state": _state(tally, need, node in alone), "passed_with": tally["passed"],
+            out[node] = {"state": _state(tally, need), "passed_with": tally["passed"],
                          "failed_with": tally["failed"], "incomplete_with": tally["incomplete"],
                          "explained_by": tally["explained"], "marginal_with": tally["marginal"],
                          "pairs": len(index.get(node, []))}
@@ -222,7 +221,7 @@ def classify(nodes: Sequence[str], results: Sequence[Mapping[str, Any]],
 
 
 def next_round(nodes: Sequence[str], results: Sequence[Mapping[str, Any]], known_good: Iterable[str] = (),
-               subjects: Optional[Iterable[str]] = None, failed_alone: Iterable[str] = (),
+               subjects: Optional[Iterable[str]] = None,
                confirm: bool = True, max_partners: int = 4) -> List[Pair]:
     """Disjoint pairs for the next round, [] when done.
 
@@ -234,7 +233,7 @@ def next_round(nodes: Sequence[str], results: Sequence[Mapping[str, Any]], known
     """
     subjects = set(nodes if subjects is None else subjects)
     known_good = set(known_good) - subjects
-    states = classify(nodes, results, failed_alone, confirm)
+    states = classify(nodes, results, confirm)
     index = _index(results)
     met: Dict[str, Set[str]] = {n: {p for p, _ in index.get(n, [])} for n in states}
     used: Dict[str, int] = {n: len(index.get(n, [])) for n in states}
@@ -271,11 +270,11 @@ def next_round(nodes: Sequence[str], results: Sequence[Mapping[str, Any]], known
     return pairs
 
 
-def finish(nodes: Sequence[str], results: Sequence[Mapping[str, Any]], failed_alone: Iterable[str] = (),
+def finish(nodes: Sequence[str], results: Sequence[Mapping[str, Any]],
            confirm: bool = True) -> Dict[str, Dict[str, Any]]:
     """Final node outcomes: suspects that ran out of rounds or partners are INCOMPLETE
     (never blamed on one failure, never PASS)."""
-    states = classify(nodes, results, failed_alone, confirm)
+    states = classify(nodes, results, confirm)
     for record in states.values():
         if record["state"] == SUSPECT and ((len(record["failed_with"]) >= 2 and record["passed_with"])
                                            or record["marginal_with"]):
@@ -292,8 +291,7 @@ def finish(nodes: Sequence[str], results: Sequence[Mapping[str, Any]], failed_al
 
 def isolate(nodes: Sequence[str], run_pair, *, mode: str = "default", targets: Sequence[str] = (),
             known_good: Iterable[str] = (), baselines: Optional[Mapping[str, Optional[float]]] = None,
-            band: float = 0.10, confirm: bool = True, max_rounds: int = 4,
-            failed_alone: Iterable[str] = ()) -> Dict[str, Any]:
+            band: float = 0.10, confirm: bool = True, max_rounds: int = 4) -> Dict[str, Any]:
     """Whole pair phase with a callable ``run_pair(a, b, round) -> {verdict, value}``
     (the simulation's entry point; the playbook drives the same steps one round per play)."""
     known_good = set(known_good)
@@ -307,5 +305,5 @@ def isolate(nodes: Sequence[str], run_pair, *, mode: str = "default", targets: S
             measured = dict(run_pair(a, b, rounds))
             results.append({"pair": [a, b], "round": rounds, **measured})
         rejudge(results, baselines, band)
-        pairs = next_round(nodes, results, known_good, subjects, failed_alone, confirm)
-    return {"rounds": rounds, "results": results, "nodes": finish(nodes, results, failed_alone, confirm)}
+        pairs = next_round(nodes, results, known_good, subjects, confirm)
+    return {"rounds": rounds, "results": results, "nodes": finish(nodes, results, confirm)}

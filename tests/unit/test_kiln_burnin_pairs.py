@@ -45,6 +45,20 @@ def run_round(state, raw, round_no, mode="default", targets=()):
                          fabric="tcp", round_no=round_no, targets=targets)
 
 
+def slow_c3_phase(state):
+    """Every round of a pair phase on NODES where c3's link runs at 60 %, from the recorded output."""
+    rate = {"c1": 1.0, "c2": 1.0, "c3": 0.6, "c4": 1.0}
+    raw, pairs, out = [], state["pairs"], {}
+    for round_no in (1, 2, 3, 4):
+        raw = raw + [{"pair": list(p), "round": round_no, "text": scaled(min(rate[p[0]], rate[p[1]])), "rc": 0}
+                     for p in pairs]
+        out = run_round(state, raw, round_no)
+        raw, pairs = out["results"], out["pairs"]
+        if not pairs:
+            break
+    return out
+
+
 def test_sinfo_rows_parse_with_reasons():
     rows = kb.parse_sinfo(["c1|idle|none", "c2|drained|BURNIN: nccl.pair.all_reduce: slow", "c3|down*|Not responding",
                            "garbage"])
@@ -99,15 +113,7 @@ def test_start_swap_resumes_drained_targets_inside_the_reservation():
 def test_pair_rounds_blame_the_slow_node_from_real_output():
     state = kb.pair_start(NODES, "default", [], [], {n: history() for n in NODES}, VERSIONS, None)
     assert state["pairs"] == [("c1", "c3"), ("c2", "c4")]
-    rate = {"c1": 1.0, "c2": 1.0, "c3": 0.6, "c4": 1.0}
-    raw, pairs = [], state["pairs"]
-    for round_no in (1, 2, 3, 4):
-        raw = raw + [{"pair": list(p), "round": round_no, "text": scaled(min(rate[p[0]], rate[p[1]])), "rc": 0}
-                     for p in pairs]
-        out = run_round(state, raw, round_no)
-        raw, pairs = out["results"], out["pairs"]
-        if not pairs:
-            break
+    out = slow_c3_phase(state)
     assert out["nodes"]["c3"]["state"] == "BLAMED"
     assert {n for n, r in out["nodes"].items() if r["state"] == "CLEARED"} == {"c1", "c2", "c4"}
     slow = [r for r in out["results"] if "c3" in r["pair"]]
@@ -170,15 +176,8 @@ def test_actions_backend_none_plans_but_does_not_apply():
 def test_report_writes_pairs_actions_and_appends_history(tmp_path):
     histories = {n: history() for n in NODES}
     state = kb.pair_start(NODES, "default", [], [], histories, VERSIONS, None)
-    rate = {"c1": 1.0, "c2": 1.0, "c3": 0.6, "c4": 1.0}
-    raw, pairs = [], state["pairs"]
-    for round_no in (1, 2, 3, 4):
-        raw = raw + [{"pair": list(p), "round": round_no, "text": scaled(min(rate[p[0]], rate[p[1]])), "rc": 0}
-                     for p in pairs]
-        out = run_round(state, raw, round_no)
-        raw, pairs = out["results"], out["pairs"]
-        if not pairs:
-            break
+    out = slow_c3_phase(state)
+    raw = out["results"]
     nodes = {n: {"kiln_gpu": {"pci_gpu_count": 0}} for n in NODES}
     assembled = kb.assemble(nodes, [], mode="default", pairs={**state, "results": raw},
                             results_dir=str(tmp_path / "run"))
