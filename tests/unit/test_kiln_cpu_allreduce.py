@@ -124,3 +124,43 @@ def test_real_run_with_corruption_exits_7_and_fails(mpi):
     check = kiln_verdict.judge_nccl([{"parsed": parsed, "exit_code": done.returncode, "timed_out": False}],
                                     0.001, min_size="1M")
     assert check["status"] == "FAIL"
+
+
+def test_engine_never_prints_a_non_finite_number():
+    assert ENG.float_str(float("inf"), 6) == "   N/A"
+    assert ENG.float_str(float("nan"), 7) == "    N/A"
+    assert ENG.float_str(float("-inf"), 6) == "   N/A"
+    assert ENG.bandwidths(1 << 20, 0.0, 2) is None            # timer gave no time
+    assert ENG.bandwidths(1 << 20, -1e-6, 2) is None
+    assert ENG.bandwidths(1 << 20, float("nan"), 2) is None
+    assert ENG.bandwidths(4, 5e-324, 2) is None                # 4e-9 / 5e-324 overflows to inf
+    assert ENG.bandwidths(1 << 20, 1e-3, 0) is None
+    algbw, busbw = ENG.bandwidths(1 << 20, 1e-3, 4)
+    assert algbw == pytest.approx(1.048576) and busbw == pytest.approx(1.048576 * 1.5)
+    assert ENG.bandwidths(1 << 20, 1e-3, 1) == (pytest.approx(1.048576), 0.0)
+
+
+def test_engine_na_row_is_rejected_by_the_parser():
+    row = "%12li  %12li  %8s  %6s  %6s" % (1 << 20, 1 << 18, "float", "sum", "-1") + \
+        "  %7s  %6s  %6s  %6s" % (ENG.float_str(float("nan"), 7), ENG.float_str(float("nan"), 6),
+                                   ENG.float_str(float("nan"), 6), "0") * 2
+    text = (REPO / "tests" / "fixtures" / "nccl-tests" / "derived-kiln-cpu-engine-3node-example.txt").read_text()
+    lines = text.splitlines()
+    lines.insert(12, row)
+    parsed = kiln_nccl.parse("\n".join(lines) + "\n")
+    assert parsed["status"] == "invalid" and parsed["rejected_rows"][0]["size"] == 1 << 20
+
+
+def test_engine_unexpected_error_is_one_line_and_exit_1(monkeypatch, capsys):
+    def boom(argv=None):
+        raise MemoryError("cannot allocate")
+
+    monkeypatch.setattr(ENG, "run", boom)
+    assert ENG.main([]) == ENG.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.strip() == "kiln-cpu-allreduce: error: MemoryError: cannot allocate"
+
+
+def test_role_copy_is_identical():
+    copy = REPO / "roles" / "burnin_tools" / "files" / "kiln-cpu-allreduce"
+    assert copy.read_bytes() == ENGINE.read_bytes()
