@@ -20,6 +20,22 @@ Formats handled by ``parse_nvidia_smi_xml`` (see tests/fixtures/nvidia-smi):
 
 ``nvidia-smi -q -x`` does not carry NVLink link states; those come from
 ``nvidia-smi nvlink -s`` (``parse_nvlink_status``) and are merged by ``summarize``.
+
+ECC counts (``ecc``), per scope (``volatile`` since the last driver load, ``aggregate``
+over the GPU's life):
+
+* ``<scope>_correctable`` / ``<scope>_uncorrectable``: totals, as before (SRAM + DRAM
+  on Ampere+, the ``single_bit``/``double_bit`` ``total`` on Pascal/Volta).
+* ``<scope>_sram_uncorrectable``: on-chip SRAM. Ampere+: ``sram_uncorrectable``, or
+  ``sram_uncorrectable_parity`` + ``sram_uncorrectable_secded`` (555+). Pascal/Volta:
+  the sum of the ``double_bit`` on-chip units (``register_file``, ``l1_cache``,
+  ``l2_cache``, ``texture_memory``, ``texture_shm``, ``cbu``).
+* ``<scope>_dram_uncorrectable``: device memory (HBM/GDDR). Ampere+:
+  ``dram_uncorrectable``; Pascal/Volta: ``double_bit/device_memory``.
+
+A value the XML does not report (element absent or ``N/A``, e.g. ECC disabled) is None.
+``memory_repair`` says how the GPU handles bad memory: ``row_remap`` (Ampere and
+later), ``page_retirement`` (Kepler to Turing) or None (unknown); see ``memory_repair``.
 """
 
 from __future__ import annotations
@@ -41,8 +57,18 @@ GPU_KEYS: tuple[str, ...] = (
     "pcie", "persistence_mode", "ecc_mode", "ecc", "remapped_rows", "retired_pages",
     "nvlink", "fabric", "clock_event_reasons_active", "clock_event_reasons_field",
     "performance_state", "temperature_c", "power_draw_w", "power_limit_w",
-    "memory_total_mib", "mig_mode",
+    "memory_total_mib", "mig_mode", "memory_repair",
 )
+
+#: Architectures (lower case, matched as a prefix of the name) and how they handle bad
+#: device memory. Row remapping replaced dynamic page retirement with Ampere (NVIDIA
+#: "A100 GPU memory error management" vs "Dynamic page retirement", burnin.md 3.4).
+#: Ada and Blackwell are listed by family; a reported <remapped_rows> block or a
+#: reported retired-page count always wins over this table.
+ROW_REMAP_ARCHITECTURES = ("ampere", "ada", "hopper", "blackwell", "grace hopper", "grace blackwell", "rubin")
+PAGE_RETIREMENT_ARCHITECTURES = ("kepler", "maxwell", "pascal", "volta", "turing")
+ROW_REMAP = "row_remap"
+PAGE_RETIREMENT = "page_retirement"
 
 _NA = {"", "n/a", "na", "none", "not supported", "[n/a]", "[not supported]", "unknown error",
        "requested functionality has been deprecated", "insufficient permissions"}
@@ -118,27 +144,61 @@ def _blank_gpu() -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- nvidia-smi -q -x
+#: Pascal/Volta ``double_bit`` units that are on-chip SRAM (``device_memory`` is the DRAM).
+_OLD_SRAM_UNITS = ("register_file", "l1_cache", "l2_cache", "texture_memory", "texture_shm", "cbu")
+_NEW_SRAM_UNC = ("sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded")
+
+
 def _ecc(gpu: ET.Element) -> dict[str, Optional[int]]:
-    """Correctable/uncorrectable counts, volatile and aggregate, across formats."""
+    """Correctable/uncorrectable counts, volatile and aggregate, across formats.
+
+    Totals (``<scope>_correctable``, ``<scope>_uncorrectable``) plus the SRAM/DRAM split of
+    the uncorrectable count (``<scope>_sram_uncorrectable``, ``<scope>_dram_uncorrectable``);
+    see the module docstring for the mapping of each layout.
+    """
     result: dict[str, Optional[int]] = {}
     for scope in ("volatile", "aggregate"):
         node = gpu.find(f"ecc_errors/{scope}")
         if node is None:
-            result[f"{scope}_correctable"] = None
-            result[f"{scope}_uncorrectable"] = None
-            continue
-        if node.find("double_bit") is not None or node.find("single_bit") is not None:
+            corr = unc = sram = dram = None
+        elif node.find("double_bit") is not None or node.find("single_bit") is not None:
             # Pascal/Volta layout: per-unit counts with a total.
             corr = _int(_text(node, "single_bit/total"))
             unc = _int(_text(node, "double_bit/total"))
+            sram = _sum(_int(_text(node, f"double_bit/{unit}")) for unit in _OLD_SRAM_UNITS)
+            dram = _int(_text(node, "double_bit/device_memory"))
         else:
             corr = _sum(_int(_text(node, tag)) for tag in ("sram_correctable", "dram_correctable"))
-            unc = _sum(_int(_text(node, tag)) for tag in (
-                "sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded",
-                "dram_uncorrectable"))
+            sram = _sum(_int(_text(node, tag)) for tag in _NEW_SRAM_UNC)
+            dram = _int(_text(node, "dram_uncorrectable"))
+            unc = _sum((sram, dram))
         result[f"{scope}_correctable"] = corr
         result[f"{scope}_uncorrectable"] = unc
+        result[f"{scope}_sram_uncorrectable"] = sram
+        result[f"{scope}_dram_uncorrectable"] = dram
     return result
+
+
+def memory_repair(architecture: Any = None, remapped_rows: Any = None, retired_pages: Any = None) -> Optional[str]:
+    """How a GPU repairs bad device memory: ``row_remap``, ``page_retirement`` or None.
+
+    Evidence first: a supported ``remapped_rows`` block means row remapping; a reported
+    retired-page count or pending flag means page retirement. Otherwise the architecture
+    name decides (``ROW_REMAP_ARCHITECTURES`` / ``PAGE_RETIREMENT_ARCHITECTURES``).
+    None when nothing tells (unknown architecture, nothing reported). Never raises.
+    """
+    if isinstance(remapped_rows, Mapping) and remapped_rows.get("supported") is True:
+        return ROW_REMAP
+    if isinstance(retired_pages, Mapping) and any(
+            retired_pages.get(key) is not None for key in ("single_bit", "double_bit", "pending")):
+        return PAGE_RETIREMENT
+    if isinstance(architecture, str):
+        name = architecture.strip().lower()
+        if name.startswith(ROW_REMAP_ARCHITECTURES):
+            return ROW_REMAP
+        if name.startswith(PAGE_RETIREMENT_ARCHITECTURES):
+            return PAGE_RETIREMENT
+    return None
 
 
 def _remapped_rows(gpu: ET.Element) -> dict[str, Any]:
@@ -229,6 +289,7 @@ def _parse_gpu(gpu: ET.Element, position: int) -> dict[str, Any]:
     entry["power_draw_w"], entry["power_limit_w"] = _power(gpu)
     entry["memory_total_mib"] = _int(_text(gpu, "fb_memory_usage/total"))
     entry["mig_mode"] = _text(gpu, "mig_mode/current_mig")
+    entry["memory_repair"] = memory_repair(entry["architecture"], entry["remapped_rows"], entry["retired_pages"])
     return entry
 
 
@@ -480,6 +541,8 @@ def summarize(pci_devices: list[dict[str, Any]],
                 unknown.append(gpu["pci_device_id"])
         if nvlink is not None:
             gpu["nvlink"] = _nvlink_for(gpu, nvlink)
+        gpu["memory_repair"] = memory_repair(gpu.get("architecture"), gpu.get("remapped_rows"),
+                                             gpu.get("retired_pages"))
 
     models = _distinct(g.get("model") for g in gpus)
     architectures = _distinct((g.get("architecture") or "").lower() or None for g in gpus)

@@ -136,13 +136,83 @@ def test_newer_power_and_ecc_fields():
       </gpu_power_readings></gpu></nvidia_smi_log>"""
     gpu = kg.parse_nvidia_smi_xml(xml)["gpus"][0]
     assert gpu["ecc"] == {"volatile_correctable": 2, "volatile_uncorrectable": 6,
-                          "aggregate_correctable": None, "aggregate_uncorrectable": None}
+                          "aggregate_correctable": None, "aggregate_uncorrectable": None,
+                          "volatile_sram_uncorrectable": 3, "volatile_dram_uncorrectable": 3,
+                          "aggregate_sram_uncorrectable": None, "aggregate_dram_uncorrectable": None}
     assert gpu["remapped_rows"] == {"supported": True, "correctable": 1, "uncorrectable": 2,
                                     "pending": True, "failure": False}
     assert gpu["clock_event_reasons_active"] == ["hw_slowdown", "sw_thermal_slowdown"]
     assert gpu["power_draw_w"] == 11.26
     assert gpu["power_limit_w"] == 95.0
     assert gpu["pci_bus_id"] == "00000000:01:00.0"  # from the id attribute when <pci> is missing
+
+
+# --------------------------------------------------------------------------- ECC split, memory repair
+SPLIT = [
+    # file, volatile (sram, dram, total), aggregate (sram, dram, total), memory_repair
+    ("a100-sxm4-80gb-535.54.03.xml", (0, 0, 0), (0, 0, 0), "row_remap"),  # MIG hides remapped rows
+    ("a10g-515.105.01.xml", (0, 0, 0), (0, 0, 0), "row_remap"),
+    ("synthetic-h100-sxm5-565.57.01.xml", (0, 0, 0), (0, 0, 0), "row_remap"),  # parity/secded layout
+    ("tesla-p100-pcie-510.47.03.xml", (0, 0, 0), (0, 0, 0), "page_retirement"),
+]
+
+
+@pytest.mark.parametrize("fname,vol,agg,repair", SPLIT, ids=[r[0] for r in SPLIT])
+def test_ecc_split_and_memory_repair_on_recorded_xml(fname, vol, agg, repair):
+    gpu = kg.parse_nvidia_smi_xml((FIXTURES / fname).read_text())["gpus"][0]
+    ecc = gpu["ecc"]
+    assert (ecc["volatile_sram_uncorrectable"], ecc["volatile_dram_uncorrectable"],
+            ecc["volatile_uncorrectable"]) == vol
+    assert (ecc["aggregate_sram_uncorrectable"], ecc["aggregate_dram_uncorrectable"],
+            ecc["aggregate_uncorrectable"]) == agg
+    assert gpu["memory_repair"] == repair
+
+
+def test_pascal_double_bit_units_map_to_sram_and_dram():
+    """Pascal/Volta: double_bit/device_memory is the DRAM, the other units are on-chip SRAM."""
+    xml = """<nvidia_smi_log><gpu id="00000000:04:00.0"><product_architecture>Pascal</product_architecture>
+      <ecc_mode><current_ecc>Enabled</current_ecc></ecc_mode>
+      <ecc_errors><volatile>
+        <single_bit><device_memory>5</device_memory><register_file>0</register_file><total>5</total></single_bit>
+        <double_bit><device_memory>2</device_memory><register_file>1</register_file><l1_cache>N/A</l1_cache>
+          <l2_cache>1</l2_cache><texture_memory>0</texture_memory><texture_shm>0</texture_shm><cbu>N/A</cbu>
+          <total>4</total></double_bit></volatile>
+      <aggregate><double_bit><total>9</total></double_bit></aggregate></ecc_errors>
+      <retired_pages><multiple_single_bit_retirement><retired_count>1</retired_count></multiple_single_bit_retirement>
+        <double_bit_retirement><retired_count>3</retired_count></double_bit_retirement>
+        <pending_retirement>Yes</pending_retirement></retired_pages>
+      <remapped_rows>N/A</remapped_rows></gpu></nvidia_smi_log>"""
+    gpu = kg.parse_nvidia_smi_xml(xml)["gpus"][0]
+    assert gpu["ecc"] == {"volatile_correctable": 5, "volatile_uncorrectable": 4,
+                          "volatile_sram_uncorrectable": 2, "volatile_dram_uncorrectable": 2,
+                          "aggregate_correctable": None, "aggregate_uncorrectable": 9,
+                          "aggregate_sram_uncorrectable": None, "aggregate_dram_uncorrectable": None}
+    assert gpu["retired_pages"] == {"single_bit": 1, "double_bit": 3, "pending": True}
+    assert gpu["memory_repair"] == "page_retirement" and gpu["remapped_rows"]["supported"] is False
+
+
+def test_ecc_disabled_counts_are_none():
+    xml = """<nvidia_smi_log><gpu id="00000000:01:00.0"><ecc_mode><current_ecc>Disabled</current_ecc></ecc_mode>
+      <ecc_errors><volatile><sram_correctable>N/A</sram_correctable><sram_uncorrectable>N/A</sram_uncorrectable>
+      <dram_correctable>N/A</dram_correctable><dram_uncorrectable>N/A</dram_uncorrectable></volatile></ecc_errors>
+      </gpu></nvidia_smi_log>"""
+    gpu = kg.parse_nvidia_smi_xml(xml)["gpus"][0]
+    assert gpu["ecc_mode"] == "Disabled"
+    assert all(v is None for v in gpu["ecc"].values())
+    assert gpu["memory_repair"] is None  # nothing reported, no architecture
+
+
+def test_memory_repair_hint():
+    assert kg.memory_repair("Hopper") == "row_remap" and kg.memory_repair("Ada Lovelace") == "row_remap"
+    assert kg.memory_repair("Volta") == "page_retirement" and kg.memory_repair("turing") == "page_retirement"
+    assert kg.memory_repair(None) is None and kg.memory_repair(42) is None and kg.memory_repair("Banana") is None
+    # evidence beats the name
+    assert kg.memory_repair("Pascal", {"supported": True}) == "row_remap"
+    assert kg.memory_repair("Hopper", {"supported": False}, {"pending": False}) == "page_retirement"
+    # summarize fills it from the PCI model table for sysfs-only GPUs
+    facts = kg.summarize([{"address": "0000:18:00.0", "pci_id": "10de:2330", "kind": "gpu"}],
+                         pci_models=H100_MODELS)
+    assert facts["gpus"][0]["memory_repair"] == "row_remap"
 
 
 @pytest.mark.parametrize("raw,expected", [
@@ -350,3 +420,44 @@ def test_emulator_rejects_unknown_field(monkeypatch):
         emulator.run(["--query-gpu=bogus", "--format=csv"])
     monkeypatch.setenv("KILN_GPU_PROFILE", "/nonexistent/profile.json")
     assert emulator.run(["-L"])[0] == 6
+
+
+def test_emulator_memory_knobs(tmp_path, monkeypatch):
+    """ECC split, ECC mode, hidden remapped rows (Ampere+) and retired pages (pre-Ampere) from a profile."""
+    profile = json.loads((EMULATOR_DIR / "profiles" / "h100-sxm-8.json").read_text())
+    profile["gpu_overrides"] = {"1": {"ecc_volatile_sram_uncorrectable": 2, "ecc_volatile_sram_parity": 1,
+                                      "ecc_volatile_dram_uncorrectable": 3, "ecc_aggregate_dram_uncorrectable": 7},
+                                "2": {"remapped_rows_na": True}, "3": {"ecc_mode": "Disabled"}}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(profile))
+    monkeypatch.setenv("KILN_GPU_PROFILE", str(path))
+    monkeypatch.delenv("KILN_GPU_DRIVER_LOADED", raising=False)
+    for driver, parity in (("580.95.05", 1), ("535.183.01", 0)):  # parity/secded only from 555
+        monkeypatch.setenv("KILN_GPU_DRIVER_VERSION", driver)
+        xml = _smi("-q", "-x")
+        assert ("<sram_uncorrectable_parity>" in xml) is (parity == 1)
+        gpus = kg.parse_nvidia_smi_xml(xml)["gpus"]
+        assert gpus[1]["ecc"]["volatile_sram_uncorrectable"] == 2 + parity
+        assert gpus[1]["ecc"]["volatile_dram_uncorrectable"] == 3
+        assert gpus[1]["ecc"]["volatile_uncorrectable"] == 5 + parity
+        assert gpus[1]["ecc"]["aggregate_dram_uncorrectable"] == 7
+        assert gpus[2]["remapped_rows"]["supported"] is False and gpus[2]["memory_repair"] == "row_remap"
+        assert gpus[3]["ecc_mode"] == "Disabled" and gpus[3]["ecc"]["volatile_uncorrectable"] is None
+        assert gpus[0]["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}
+        query = _smi("--query-gpu=ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.volatile.sram",
+                     "--format=csv,noheader", "-i", "1")
+        assert query == f"{5 + parity}, 2\n"
+
+    pascal = {"name": "p100", "driver_version": "510.47.03", "cuda_version": "11.6", "gpu_count": 2,
+              "gpu": {"name": "Tesla P100-PCIE-16GB", "architecture": "Pascal", "pci_device_id": "10de:15f8"},
+              "gpu_overrides": {"1": {"retired_pages_double_bit": 12, "retired_pages_single_bit": 2,
+                                      "retired_pages_pending": True, "ecc_volatile_dram_uncorrectable": 1}}}
+    path.write_text(json.dumps(pascal))
+    monkeypatch.delenv("KILN_GPU_DRIVER_VERSION")
+    gpus = kg.parse_nvidia_smi_xml(_smi("-q", "-x"))["gpus"]
+    assert gpus[0]["retired_pages"] == {"single_bit": 0, "double_bit": 0, "pending": False}
+    assert gpus[1]["retired_pages"] == {"single_bit": 2, "double_bit": 12, "pending": True}
+    assert gpus[1]["ecc"]["volatile_dram_uncorrectable"] == 1 and gpus[1]["ecc"]["volatile_uncorrectable"] == 1
+    assert all(g["remapped_rows"]["supported"] is False and g["memory_repair"] == "page_retirement" for g in gpus)
+    query = _smi("--query-gpu=retired_pages.dbe,retired_pages.pending", "--format=csv,noheader", "-i", "1")
+    assert query == "12, Yes\n"
