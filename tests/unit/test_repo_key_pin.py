@@ -174,7 +174,9 @@ def test_role_checks_before_it_trusts():
                               ("dnf", ("ansible.builtin.copy", "ansible.builtin.rpm_key",
                                        "ansible.builtin.yum_repository"))):
         tasks = _tasks(ROOT / "roles" / "nvidia_repos" / "tasks" / f"repo-{backend}.yml")
-        imported = next(i for i, t in enumerate(tasks) if t.get("ansible.builtin.import_tasks") == "key.yml")
+        # include_tasks, not import_tasks: a static import inside the dynamically included
+        # repo-<backend>.yml makes Ansible template that include's path without the host's vars.
+        imported = next(i for i, t in enumerate(tasks) if t.get("ansible.builtin.include_tasks") == "key.yml")
         for i, task in enumerate(tasks):
             if any(m in task for m in trusting):
                 assert i > imported, (backend, task["name"])
