@@ -86,6 +86,16 @@ options:
     description: Per-node version fingerprint (history records).
     type: dict
     default: {}
+  expected:
+    description: >-
+      Every node the run is expected to judge (the inventory's burn-in targets in scope); a node without data
+      is INCOMPLETE, never left out.
+    type: list
+    elements: str
+    default: []
+  health_path:
+    description: GPU health thresholds; defaults to the project's C(data/burnin_health.yml).
+    type: path
 attributes:
   check_mode:
     support: full
@@ -135,6 +145,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kiln_burnin import assemble, iperf_reference, report
+from ansible.module_utils.kiln_health import load_health
 from ansible.module_utils.kiln_verdict import KilnConfigError, load_floors
 
 
@@ -157,6 +168,8 @@ def main() -> None:
             "actions": {"type": "dict"},
             "state_dir": {"type": "path"},
             "versions": {"type": "dict", "default": {}},
+            "expected": {"type": "list", "elements": "str", "default": []},
+            "health_path": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -173,14 +186,16 @@ def main() -> None:
         assembled = assemble(params["nodes"], fabric, mode=params["mode"], floors=floors,
                              overrides=params["floor_overrides"], fabric_name=params["fabric_name"],
                              results_dir=params["results_dir"] if write else None, pairs=params["pairs"],
-                             baseline_band=params["baseline_band"])
+                             baseline_band=params["baseline_band"], expected=params["expected"],
+                             health=load_health(params["health_path"]), final=params["write"])
         result = report(params["run_id"], params["mode"], assembled, params["results_dir"],
                         params["fingerprint"], write=write, actions=params["actions"],
                         state_dir=params["state_dir"], node_versions=params["versions"], **params["extra"])
     except KilnConfigError as exc:
         module.fail_json(msg=f"burn-in configuration error: {exc}", exit_code=4)
-    except (OSError, ValueError) as exc:
-        module.fail_json(msg=f"burn-in report failed: {exc}", exception=traceback.format_exc(), exit_code=4)
+    except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
+        module.fail_json(msg=f"burn-in report failed: {type(exc).__name__}: {exc}",
+                         exception=traceback.format_exc(), exit_code=4)
     summary = result["summary"]
     module.exit_json(changed=bool(result["written"]), nodes=summary["nodes"], fabric=summary["fabric"],
                      actions=summary.get("actions") or [],

@@ -119,6 +119,16 @@ options:
     description: Floor overrides.
     type: dict
     default: {}
+  fabric_ports:
+    description: O(op=start) - each node's RDMA ports (port, link_layer, state, rate) from sysfs; names the floors' fabric key.
+    type: dict
+    default: {}
+  override_operator_drain:
+    description: >-
+      Swap mode (O(op=start)) - test a target a person drained (its drain is restored unless it passes). Without
+      it such a target is held: reported "held by operator" and INCOMPLETE.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -162,7 +172,7 @@ nodes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_baseline import load
+from ansible.module_utils.kiln_baseline import load_with_warnings
 from ansible.module_utils.kiln_burnin import pair_records, pair_round, pair_scope, pair_start, parse_sinfo
 from ansible.module_utils.kiln_verdict import KilnConfigError, load_floors
 
@@ -193,23 +203,32 @@ def main() -> None:
             "fabric": {"type": "str", "default": "tcp"},
             "floors_path": {"type": "path"},
             "floor_overrides": {"type": "dict", "default": {}},
+            "override_operator_drain": {"type": "bool", "default": False},
+            "fabric_ports": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
     p = module.params
+    damaged = []
+
+    def load(state_dir, node):
+        records, warnings = load_with_warnings(state_dir, node)
+        damaged.extend(f"history of {node}: {w}" for w in warnings[:5])
+        return records
+
     try:
         if p["op"] == "scope":
             histories = {n: load(p["state_dir"], n) for n in p["nodes"]}
-            module.exit_json(changed=False, **pair_scope(p["nodes"], p["mode"], p["swap_nodes"], histories,
-                                                         p["partners"]))
+            scope = pair_scope(p["nodes"], p["mode"], p["swap_nodes"], histories, p["partners"])
+            scope["notes"] = list(scope.get("notes") or []) + damaged[:20]
+            module.exit_json(changed=False, **scope)
         if p["op"] == "start":
             histories = {n: load(p["state_dir"], n) for n in p["nodes"]}
             slurm = parse_sinfo(p["sinfo"]) if p["sinfo"] is not None else None
             state = pair_start(p["nodes"], p["mode"], p["targets"], p["known_good"], histories, p["versions"],
-                               slurm, p["slurm_names"], p["baseline_window"])
+                               slurm, p["slurm_names"], p["baseline_window"], p["override_operator_drain"],
+                               p["fabric_ports"])
             module.exit_json(changed=False, state=state, pairs=[list(x) for x in state["pairs"]])
-        if not 0.0 < p["band"] < 1.0:
-            raise KilnConfigError(f"kiln_burnin_pair_band must be between 0 and 1, got {p['band']}")
         runs = list(p["results"]) + pair_records(p["measured"], p["round"])
         out = pair_round(p["state"], runs, mode=p["mode"], floors=load_floors(p["floors_path"]),
                          overrides=p["floor_overrides"], sku=p["sku"], fabric=p["fabric"], band=p["band"],
@@ -218,6 +237,8 @@ def main() -> None:
         module.exit_json(changed=False, **out)
     except KilnConfigError as exc:
         module.fail_json(msg=f"burn-in configuration error: {exc}", exit_code=4)
+    except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
+        module.fail_json(msg=f"burn-in pair phase failed: {type(exc).__name__}: {exc}", exit_code=4)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,10 @@ import statistics
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 try:
-    from ansible.module_utils import kiln_baseline, kiln_isolate, kiln_nccl, kiln_report, kiln_verdict
+    from ansible.module_utils import kiln_baseline, kiln_health, kiln_isolate, kiln_nccl, kiln_report, kiln_verdict
 except ImportError:  # imported as a top-level module (unit tests)
     import kiln_baseline  # type: ignore[no-redef]
+    import kiln_health  # type: ignore[no-redef]
     import kiln_isolate  # type: ignore[no-redef]
     import kiln_nccl  # type: ignore[no-redef]
     import kiln_report  # type: ignore[no-redef]
@@ -30,8 +31,7 @@ PASS, WARN, FAIL, INCOMPLETE, SKIP = "PASS", "WARN", "FAIL", "INCOMPLETE", "SKIP
 CRITICAL_XIDS = frozenset({48, 61, 62, 63, 64, 69, 74, 79, 92, 94, 95, 119, 120, 140})
 #: Clock event reasons that mean hardware trouble (prefix stripped, as kiln_gpu_facts reports them).
 BAD_THROTTLE = frozenset({"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown"})
-PASSIVE_CHECKS = ("gpu.count", "pcie.link", "nvlink.status", "xid.kernel_log", "memory.remapped_rows",
-                  "clocks.throttle")
+PASSIVE_CHECKS = ("gpu.count", "pcie.link", "nvlink.status", "xid.kernel_log", "clocks.throttle")
 _XID_RE = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),?(.*)$")
 DCGM_LEVELS = {"quick": 1, "default": 2, "acceptance": 3}
 
@@ -50,13 +50,39 @@ def parse_xids(text: str) -> List[Dict[str, Any]]:
     return found
 
 
+def expected_gpu_count(inventory: Any = None, history: Any = None) -> Optional[int]:
+    """GPUs a node should have, from intent: the inventory's ``kiln_burnin_expected_gpus``
+    first, else the most GPUs a passing burn-in of this node ever saw (history).
+    None when neither says (then the node's own PCI count is the expectation)."""
+    for value in (inventory, history):
+        if value is None or value == "" or isinstance(value, bool):
+            continue
+        try:
+            count = int(str(value).strip())
+        except (TypeError, ValueError):
+            raise kiln_verdict.KilnConfigError(
+                f"kiln_burnin_expected_gpus must be a whole number of GPUs, got {str(value)[:40]!r}") from None
+        if count < 0 or count > 4096:
+            raise kiln_verdict.KilnConfigError(f"kiln_burnin_expected_gpus must be 0-4096, got {count}")
+        return count
+    return None
+
+
 def passive_checks(gpu: Optional[Mapping[str, Any]], expected_gpus: Optional[int] = None,
                    xid_log: str = "") -> List[Dict[str, Any]]:
-    """Checks from ansible_facts['kiln_gpu'] (and the kernel log since the last run)."""
+    """Checks from ansible_facts['kiln_gpu'] (and the kernel log since the last run).
+
+    A node with no GPU on PCI is SKIPPED only when no GPU is expected of it
+    (inventory or history); a node that should have GPUs and shows none FAILs
+    gpu.count, and its other GPU checks are INCOMPLETE, never SKIP.
+    """
     gpu = gpu or {}
-    pci_count = int(gpu.get("pci_gpu_count") or 0)
+    try:
+        pci_count = max(int(gpu.get("pci_gpu_count") or 0), 0)
+    except (TypeError, ValueError):
+        pci_count = 0
     if pci_count == 0 and not expected_gpus:
-        return [check(cid, SKIP, "no NVIDIA GPU on this node") for cid in PASSIVE_CHECKS]
+        return [check(cid, SKIP, "no NVIDIA GPU on this node, and none expected") for cid in PASSIVE_CHECKS]
     checks = []
     gpus = list(gpu.get("gpus") or [])
     smi = bool(gpu.get("driver_loaded")) and gpu.get("source") == "nvidia-smi"
@@ -64,6 +90,13 @@ def passive_checks(gpu: Optional[Mapping[str, Any]], expected_gpus: Optional[int
 
     expected = int(expected_gpus) if expected_gpus else pci_count
     seen = int(gpu.get("smi_gpu_count") or 0) if smi else pci_count
+    if pci_count == 0:
+        checks.append(check("gpu.count", FAIL, f"0 GPUs on PCI, {expected} expected (inventory or the node's "
+                            "burn-in history): GPUs lost or fallen off the bus", metric="gpus", value=0,
+                            floor=expected, unit="GPUs"))
+        checks += [check(cid, INCOMPLETE, "no GPU to check: " + str(expected) + " expected, 0 on PCI")
+                   for cid in PASSIVE_CHECKS if cid != "gpu.count"]
+        return checks
     status = PASS if seen >= expected and pci_count >= expected else FAIL
     checks.append(check("gpu.count", status, f"{seen} GPUs visible ({'nvidia-smi' if smi else 'PCI'}), "
                         f"{pci_count} on PCI, {expected} expected", metric="gpus", value=seen,
@@ -105,16 +138,6 @@ def passive_checks(gpu: Optional[Mapping[str, Any]], expected_gpus: Optional[int
         else "no XID in the kernel log since the last run"
     checks.append(check("xid.kernel_log", xstatus, xdetail, metric="xids", value=len(xids), unit="events"))
 
-    remap = [g for g in per_gpu("remapped_rows") if g["remapped_rows"].get("supported") is not False
-             and (g["remapped_rows"].get("pending") is not None or g["remapped_rows"].get("failure") is not None)]
-    if not smi or not remap:
-        checks.append(check("memory.remapped_rows", SKIP, no_smi if not smi else "row remapping not reported"))
-    else:
-        bad = [f"GPU{g.get('index')} " + ("pending" if g["remapped_rows"].get("pending") else "failure")
-               for g in remap if g["remapped_rows"].get("pending") or g["remapped_rows"].get("failure")]
-        checks.append(check("memory.remapped_rows", FAIL if bad else PASS,
-                            ("remap " + ", ".join(bad)) if bad else "no remap pending or failed"))
-
     if not smi:
         checks.append(check("clocks.throttle", SKIP, no_smi))
     else:
@@ -133,26 +156,6 @@ def tools_check(tools: Mapping[str, Any]) -> Dict[str, Any]:
     detail = ", ".join(f"{t}: {found[t] or 'missing'}" for t in sorted(found))
     return check("tools.present", INCOMPLETE if missing else PASS,
                  ("missing " + ", ".join(missing) + "; " if missing else "") + detail)
-
-
-def dcgm_check(level: int, result: Optional[Mapping[str, Any]], gpu_present: bool,
-               artifact: Optional[str] = None) -> Dict[str, Any]:
-    """``dcgmi diag -r <level>``: rc 0 PASS, a test failure (226, 205) FAIL, no tool/host engine INCOMPLETE."""
-    cid = f"dcgm.diag.r{level}"
-    if not gpu_present:
-        return check(cid, SKIP, "no NVIDIA GPU on this node")
-    if not result or not result.get("present"):
-        return check(cid, INCOMPLETE, "dcgmi not installed")
-    rc = result.get("rc")
-    out = (result.get("stdout") or "") + (result.get("stderr") or "")
-    if rc == 0:
-        return check(cid, PASS, f"dcgmi diag -r {level}: every test passed", artifact=artifact)
-    if rc in (226, 205):
-        fails = sorted(set(re.findall(r"^\|\s*([A-Za-z][^|]*?)\s*\|\s*Fail", out, re.MULTILINE)))
-        return check(cid, FAIL, f"dcgmi diag -r {level} rc {rc}: " + (", ".join(fails) or "a test failed"),
-                     artifact=artifact)
-    return check(cid, INCOMPLETE, f"dcgmi diag -r {level} rc {rc}: no result (host engine unreachable?)",
-                 artifact=artifact)
 
 
 def nccl_check(check_id: str, run: Mapping[str, Any], floor: Mapping[str, Any],
@@ -189,26 +192,136 @@ def node_sku(floors: Mapping[str, Any], node: Mapping[str, Any]) -> Optional[str
     return None
 
 
+def _band(value: Any) -> float:
+    """The pair band as a finite fraction in (0, 1) (0.10 when unset)."""
+    if value is None:
+        return 0.10
+    band = kiln_verdict.finite_number(value, "kiln_burnin_pair_band")
+    if not 0.0 < band < 1.0:
+        raise kiln_verdict.KilnConfigError(f"kiln_burnin_pair_band must be between 0 and 1, got {band:g}")
+    return band
+
+
+def health_checks(gpu: Optional[Mapping[str, Any]], health: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """Memory health counters (ECC, row remap, retired pages) judged against data/burnin_health.yml."""
+    gpu = gpu or {}
+    smi = bool(gpu.get("driver_loaded")) and gpu.get("source") == "nvidia-smi"
+    return kiln_health.memory_checks(gpu, health, smi)
+
+
+def dcgm_diag_check(level: int, result: Optional[Mapping[str, Any]], gpu_node: bool, mode: str,
+                    health: Optional[Mapping[str, Any]], artifact: Optional[str] = None) -> Dict[str, Any]:
+    """``dcgmi diag -r <level> -j`` judged per test (acceptance requires its stress tests to have run)."""
+    return kiln_health.dcgm_check(level, result, gpu_node, require_stress=(mode == "acceptance"),
+                                  artifact=artifact, health=health)
+
+
+#: Checks every node must have, by what the node is and what the mode runs.
+def required_checks(mode: str, gpu_node: bool, engine: str, pair_phase: bool, level: int,
+                    swap_target: bool = True) -> List[str]:
+    """The check ids a node's PASS needs in *mode* (docs/burnin.md, "What PASS means")."""
+    required: List[str] = []
+    if gpu_node:
+        required += ["gpu.count", "xid.kernel_log", f"dcgm.diag.r{level}"]
+        if engine == "nccl-tests":
+            required.append("nccl.single_node.all_reduce")
+    if pair_phase and swap_target:
+        required.append(PAIR_CHECK)
+    return required
+
+
+def _failed_before_pairs(checks: Sequence[Mapping[str, Any]]) -> bool:
+    return any(c.get("status") in (FAIL, INCOMPLETE) for c in checks)
+
+
+def enforce_checks(checks: List[Dict[str, Any]], required: Sequence[str], mode: str) -> List[Dict[str, Any]]:
+    """The invariant, per node: every required check present and judged (not SKIP), and no
+    PASS/WARN check with a non-finite value or floor. What is missing is added as INCOMPLETE."""
+    out = []
+    for item in checks:
+        item = dict(item)
+        for key in ("value", "floor"):
+            number = item.get(key)
+            if item.get("status") in (PASS, WARN) and number is not None and not kiln_verdict.is_finite(number):
+                item["status"] = INCOMPLETE
+                item["detail"] = f"{key} {str(number)[:40]} is not a finite number: not judged; " + str(
+                    item.get("detail") or "")
+        out.append(item)
+    have = {c["id"]: c for c in out}
+    for cid in required:
+        found = have.get(cid)
+        if found is None:
+            if any(c.get("status") == FAIL for c in out):
+                continue  # already failed: the missing later check cannot turn it into PASS
+            out.append(check(cid, INCOMPLETE, f"required in {mode} mode but never ran"))
+        elif found["status"] == SKIP:
+            found["status"] = INCOMPLETE
+            found["detail"] = f"required in {mode} mode but skipped: {found.get('detail') or ''}"
+    return out
+
+
+def relative_single_node(nodes: Mapping[str, Dict[str, Any]], baselines: Mapping[str, Any], band: float) -> None:
+    """Single-node checks of GPU models without an absolute floor: FAIL more than *band*
+    below the median of the same model's nodes in this run, or below the node's own
+    baseline; otherwise they stay WARN (no absolute floor exists)."""
+    by_sku: Dict[str, List[float]] = {}
+    for record in nodes.values():
+        for item in record.get("checks") or []:
+            if item.get("id") == "nccl.single_node.all_reduce" and item.get("relative_only") \
+                    and kiln_verdict.is_finite(item.get("value")) and item.get("status") == WARN:
+                by_sku.setdefault(str(record.get("gpu_sku")), []).append(float(item["value"]))
+    for name, record in nodes.items():
+        changed = False
+        for item in record.get("checks") or []:
+            if not (item.get("id") == "nccl.single_node.all_reduce" and item.get("relative_only")
+                    and item.get("status") == WARN and kiln_verdict.is_finite(item.get("value"))):
+                continue
+            fleet = by_sku.get(str(record.get("gpu_sku"))) or []
+            ref = statistics.median(fleet) if len(fleet) >= 3 else None
+            base = (baselines.get(name) or {}).get("value") if isinstance(baselines.get(name), Mapping) else None
+            notes = []
+            if ref and item["value"] < ref * (1.0 - band):
+                notes.append(f"{item['value']:g} is more than {band:.0%} below the fleet median {ref:g}")
+            if kiln_verdict.is_finite(base) and base > 0 and item["value"] < float(base) * (1.0 - band):
+                notes.append(f"{item['value']:g} is more than {band:.0%} below its own baseline {float(base):g}")
+            if notes:
+                item["status"] = FAIL
+                item["detail"] = "; ".join(notes) + " (no absolute floor for this GPU model)"
+                changed = True
+            else:
+                item["detail"] = (str(item.get("detail") or "") + f"; fleet median {ref:g}" if ref else
+                                  str(item.get("detail") or "") + "; fewer than 3 nodes of this model to compare")
+        if changed:
+            record.update(kiln_verdict.aggregate_node(record["checks"]))
+
+
 def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[str, Any]] = (), *,
              mode: str = "default", floors: Optional[Mapping[str, Any]] = None,
              overrides: Optional[Mapping[str, Any]] = None, results_dir: Optional[str] = None,
              fabric_name: str = "tcp", pairs: Optional[Mapping[str, Any]] = None,
-             baseline_band: float = 0.10) -> Dict[str, Any]:
+             baseline_band: float = 0.10, expected: Optional[Sequence[str]] = None,
+             health: Optional[Mapping[str, Any]] = None, final: bool = True) -> Dict[str, Any]:
     """Per-node checks and fabric checks from the raw data the playbook collected.
 
-    *nodes*: ``{name: {kiln_gpu, gpu_present, expected_gpus, xid_log, dcgm: {present, rc, stdout},
-    nccl: {text, rc, timed_out, engine}, sku, excluded: "why"}}`` (every key optional).
+    *nodes*: ``{name: {kiln_gpu, gpu_present, expected_gpus, history_gpus, engine, xid_log,
+    dcgm: {present, rc, stdout}, nccl: {text, rc, timed_out, engine}, sku, excluded: "why"}}``
+    (every key optional).
     *fabric*: ``[{id, nodes, ranks, text, rc, timed_out, engine, sku, reference}]``.
-    *pairs*: the pair phase (``{results, nodes, baselines, excluded, confirm}`` from
+    *pairs*: the pair phase (``{results, nodes, baselines, excluded, confirm, band}`` from
     pair_start/pair_round); adds each node's pair and baseline checks.
+    *expected*: every node the inventory's burn-in group names for this run;
+    one that sent no data (unreachable, failed before preflight) is INCOMPLETE.
+    *final*: the run's verdict (every check the mode requires must be there);
+    False between phases (passive, active), where later checks are still to come.
     Raw outputs are written under *results_dir* when given (artifacts).
     """
     pairs = dict(pairs or {})
     pair_results = list(pairs.get("results") or [])
     pair_outcomes: Dict[str, Any] = {}
+    band = _band(pairs.get("band"))
     if pair_results or pairs.get("participants"):
         pair_outcomes = kiln_isolate.finish(pairs.get("participants") or [], pair_results,
-                                            confirm=bool(pairs.get("confirm", True)))
+                                            confirm=bool(pairs.get("confirm", True)), band=band)
     pair_artifacts: Dict[str, str] = {}
     for entry in pair_results:
         if results_dir:
@@ -218,28 +331,46 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
                 pair_artifacts.setdefault(member, os.path.dirname(rel) + "/")
     floors = floors if floors is not None else kiln_verdict.load_floors()
     level = DCGM_LEVELS.get(mode, 2)
+    health = health if health is not None else kiln_health.load_health()
+    nodes = {str(k): (v if isinstance(v, Mapping) else {}) for k, v in (nodes or {}).items()}
+    expected_nodes = sorted({str(n) for n in (expected or [])} | set(nodes))
     out_nodes: Dict[str, Dict[str, Any]] = {}
-    for name in sorted(nodes):
-        node = nodes[name] or {}
+    pair_phase = mode in kiln_isolate.MODES and len(expected_nodes) > 1
+    for name in expected_nodes:
+        if name not in nodes:
+            checks = [check("burnin.reached", INCOMPLETE, "no burn-in data from this node: unreachable, or it "
+                            "failed before the preflight finished (see the play output); an expected node is "
+                            "never left out of the verdict")]
+            out_nodes[name] = {"checks": checks, **kiln_verdict.aggregate_node(checks)}
+            continue
+        node = nodes[name]
         gpu_present = bool(node.get("gpu_present"))
+        want_gpus = expected_gpu_count(node.get("expected_gpus"), node.get("history_gpus"))
+        gpu_node = gpu_present or bool(want_gpus)
+        engine = node.get("engine") or ("nccl-tests" if gpu_node else "cpu")
         checks = []
         if "tools" in node:
             checks.append(tools_check(node["tools"] or {}))
-        checks += passive_checks(node.get("kiln_gpu"), node.get("expected_gpus"), node.get("xid_log") or "")
+        checks += passive_checks(node.get("kiln_gpu"), want_gpus, node.get("xid_log") or "")
+        if gpu_node:
+            checks += health_checks(node.get("kiln_gpu"), health)
         if "dcgm" in node:
             artifact = None
             if results_dir and (node["dcgm"] or {}).get("stdout"):
                 artifact = _write(results_dir, f"{name}/dcgm_r{level}.txt", node["dcgm"]["stdout"])
-            checks.append(dcgm_check(level, node["dcgm"], gpu_present, artifact))
+            checks.append(dcgm_diag_check(level, node["dcgm"], gpu_node, mode, health, artifact))
         if "nccl" in node:
             run = node["nccl"] or {}
             if not run.get("ran"):
-                checks.append(check("nccl.single_node.all_reduce", SKIP,
-                                    run.get("why") or "no NVIDIA GPU on this node"))
+                why = run.get("why") or "no NVIDIA GPU on this node"
+                wanted = gpu_node and engine == "nccl-tests" and not node.get("excluded")
+                checks.append(check("nccl.single_node.all_reduce", INCOMPLETE if wanted else SKIP, why))
             else:
                 sku = node_sku(floors, node)
                 if not sku:
-                    raise kiln_verdict.KilnConfigError(f"{name}: cannot map its GPU to a SKU in the floors; set sku")
+                    raise kiln_verdict.KilnConfigError(
+                        f"{name}: cannot map its GPU ({node.get('gpu_name') or 'unknown model'}) to a SKU in "
+                        "data/burnin_floors.yml; set kiln_burnin_sku for this host or add the model")
                 spec = kiln_verdict.lookup_floor(floors, sku, "any", "single_node", overrides=overrides)
                 artifact = _write(results_dir, f"{name}/nccl_node.txt", run.get("text", "")) if results_dir else None
                 checks.append(nccl_check("nccl.single_node.all_reduce", run, spec, artifact))
@@ -252,9 +383,13 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
             checks += pair_checks(name, pair_outcomes[name], pair_results,
                                   (pairs.get("baselines") or {}).get(name), baseline_band,
                                   pair_artifacts.get(name))
+        required = required_checks(mode, gpu_node, engine, pair_phase and not _failed_before_pairs(checks),
+                                   level, swap_target=name in (pairs.get("targets") or []) or mode != "swap")
+        checks = enforce_checks(checks, required if final else [], mode)
         out_nodes[name] = {"checks": checks, **kiln_verdict.aggregate_node(checks)}
-        if node.get("sku") or gpu_present:
+        if node.get("sku") or gpu_node:
             out_nodes[name]["gpu_sku"] = node_sku(floors, node)
+    relative_single_node(out_nodes, (pairs.get("single_baselines") or {}), baseline_band)
 
     out_fabric = []
     for entry in fabric:
@@ -294,7 +429,10 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
             "nodes": {n: {k: v for k, v in o.items()} for n, o in pair_outcomes.items()},
             "baselines": pairs.get("baselines") or {},
             "notes": list(pairs.get("notes") or []),
+            "noise": kiln_isolate.noise(pair_results, band),
         }
+        if out["pairs"]["noise"].get("fix"):
+            out["pairs"]["notes"].append(out["pairs"]["noise"]["fix"])
     return out
 
 
@@ -319,11 +457,15 @@ def report(run_id: str, mode: str, assembled: Mapping[str, Any], results_dir: st
     append each node's history record under *state_dir*."""
     if assembled.get("pairs"):
         extra.setdefault("pairs", assembled["pairs"])
+    scope = dict(extra.get("scope") or {})
+    scope["expected"] = sorted(assembled["nodes"])
+    extra["scope"] = scope
     summary = kiln_report.build_summary(run_id, mode, assembled["nodes"], assembled["fabric"], fingerprint, **extra)
     if actions is not None:
         planned = plan_actions(summary["nodes"], mode, actions.get("drained_before") or {},
                                actions.get("resumed") or [], actions.get("slurm_names"),
-                               actions.get("backend") or "slurm")
+                               actions.get("backend") or "slurm",
+                               bool(actions.get("override_operator_drain")))
         summary["actions"] = planned
         for entry in planned:
             summary["nodes"][entry["node"]]["action"] = {k: entry[k] for k in ("action", "reason", "why")}
@@ -394,7 +536,8 @@ def pair_scope(nodes: Sequence[str], mode: str, swap_nodes: Any,
         if swap_nodes:
             raise kiln_verdict.KilnConfigError(
                 "kiln_burnin_swap_nodes is set but kiln_burnin_mode is not swap; add -e kiln_burnin_mode=swap")
-        return {"hosts": nodes, "targets": nodes, "partners": [], "notes": []}
+        return {"hosts": nodes, "targets": nodes, "partners": [], "notes": [],
+                "history_gpus": {n: history_gpus(histories.get(n) or []) for n in nodes}}
     targets = swap_targets(swap_nodes, nodes)
     if not targets:
         raise kiln_verdict.KilnConfigError(
@@ -410,20 +553,25 @@ def pair_scope(nodes: Sequence[str], mode: str, swap_nodes: Any,
             notes.append("fewer than 2 known-good partners in the burn-in history; also pairing with "
                          + ", ".join(extra) + " (not proven by an earlier burn-in)")
         chosen += extra
-    return {"hosts": sorted(set(targets) | set(chosen)), "targets": targets, "partners": chosen,
-            "known_good": good, "notes": notes}
+    hosts = sorted(set(targets) | set(chosen))
+    return {"hosts": hosts, "targets": targets, "partners": chosen, "known_good": good, "notes": notes,
+            "history_gpus": {n: history_gpus(histories.get(n) or []) for n in hosts}}
 
 
 def pair_start(nodes: Sequence[str], mode: str, targets: Sequence[str], partners: Sequence[str],
                histories: Mapping[str, Sequence[Mapping[str, Any]]], versions: Mapping[str, Any],
                slurm: Optional[Mapping[str, Mapping[str, str]]] = None,
-               slurm_names: Optional[Mapping[str, str]] = None, window: int = 5) -> Dict[str, Any]:
+               slurm_names: Optional[Mapping[str, str]] = None, window: int = 5,
+               override_operator_drain: bool = False,
+               fabric_ports: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Who takes part in the pair phase, what Slurm state to work around, and round 1.
 
     *nodes*: the hosts that passed the per-node phases. With *slurm*
-    (parse_sinfo of the participants): a down node is out (INCOMPLETE); a
-    drained node is resumed inside the burn-in's maintenance reservation when it
-    is a swap target, otherwise it is left out (SKIP: not tested).
+    (parse_sinfo of the participants): a down node is out (INCOMPLETE). A
+    drained swap target whose drain a burn-in set (``BURNIN:``) is resumed
+    inside the burn-in's maintenance reservation for the test; one a person
+    drained is held (INCOMPLETE, "held by operator: <reason>") unless
+    *override_operator_drain*. Any other drained node is left out (SKIP).
     """
     slurm_names = dict(slurm_names or {})
     excluded: Dict[str, Dict[str, str]] = {}
@@ -439,8 +587,14 @@ def pair_start(nodes: Sequence[str], mode: str, targets: Sequence[str], partners
             excluded[node] = {"status": INCOMPLETE, "why": f"{row['state']} in Slurm ({row['reason'] or 'no reason'})"}
         elif _drained(row["state"]):
             drained_before[node] = row["reason"]
-            if mode == "swap" and node in targets:
+            by_person = not str(row["reason"]).startswith(REASON_PREFIX)
+            if mode == "swap" and node in targets and (not by_person or override_operator_drain):
                 resume.append(node)
+            elif mode == "swap" and node in targets:
+                excluded[node] = {"status": INCOMPLETE, "why": (
+                    f"held by operator: {row['reason'] or 'no reason'}; not tested -- a person's drain is never "
+                    f"lifted by kiln; resume it yourself, or re-run with -e kiln_burnin_override_operator_drain=true "
+                    f"to test it (its drain is restored unless it passes)")}
             else:
                 excluded[node] = {"status": SKIP, "why": (
                     f"drained in Slurm ({row['reason'] or 'no reason'}): not tested; after the repair run "
@@ -449,13 +603,64 @@ def pair_start(nodes: Sequence[str], mode: str, targets: Sequence[str], partners
     fingerprints = {n: kiln_baseline.fingerprint_id(versions.get(n)) for n in participants}
     baselines = {n: kiln_baseline.baseline(histories.get(n) or [], "pair", fingerprints[n], window)
                  for n in participants}
+    single = {n: kiln_baseline.baseline(histories.get(n) or [], "single_node", fingerprints[n], window)
+              for n in participants}
     good = [p for p in partners if p in participants]
     if mode == "swap":
         first = kiln_isolate.first_round(participants, "swap", [t for t in targets if t in participants], good)
     else:
         first = kiln_isolate.first_round(participants, mode)
     return {"participants": participants, "excluded": excluded, "resume": resume,
-            "drained_before": drained_before, "baselines": baselines, "known_good": good, "pairs": first}
+            "drained_before": drained_before, "baselines": baselines, "single_baselines": single,
+            "known_good": good, "pairs": first, "targets": list(targets),
+            "fabric_key": fabric_key(fabric_ports or {})["key"], "fabric_why": fabric_key(fabric_ports or {})["why"]}
+
+
+#: Port rate (Gb/s, as /sys/class/infiniband/*/ports/*/rate reports it) -> InfiniBand generation.
+IB_RATES = ((800, "xdr"), (400, "ndr"), (200, "hdr"), (100, "edr"))
+
+
+def fabric_key(ports: Mapping[str, Any]) -> Dict[str, Any]:
+    """The floors' fabric key from the nodes' RDMA ports (``{node: [{port, link_layer, state, rate}]}``).
+
+    Every node with an ACTIVE InfiniBand port -> ``ib_<gen>`` of the slowest
+    node's fastest port; every node with an ACTIVE Ethernet (RoCE) port ->
+    ``roce<rate>``; anything else (no port, a node without one, mixed link
+    layers) -> ``tcp``, the socket transport NCCL falls back to.
+    """
+    best: Dict[str, Any] = {}
+    for node, node_ports in (ports or {}).items():
+        active = [p for p in node_ports or [] if isinstance(p, Mapping) and "ACTIVE" in str(p.get("state")).upper()]
+        rates = []
+        for port in active:
+            match = re.match(r"\s*(\d+(?:\.\d+)?)", str(port.get("rate") or ""))
+            if match:
+                rates.append((str(port.get("link_layer") or ""), float(match.group(1))))
+        best[node] = max(rates, key=lambda r: r[1]) if rates else None
+    if not best or any(v is None for v in best.values()):
+        return {"key": "tcp", "why": "no active RDMA port on " + (", ".join(
+            sorted(n for n, v in best.items() if v is None)) or "any node")}
+    layers = {v[0] for v in best.values()}
+    slowest = min(v[1] for v in best.values())
+    if layers == {"InfiniBand"}:
+        gen = next((name for rate, name in IB_RATES if slowest >= rate), None)
+        if gen:
+            return {"key": f"ib_{gen}", "why": f"InfiniBand on every node, slowest port {slowest:g} Gb/s"}
+        return {"key": "tcp", "why": f"InfiniBand at {slowest:g} Gb/s has no floors"}
+    if layers == {"Ethernet"}:
+        return {"key": f"roce{int(slowest)}", "why": f"RoCE on every node, slowest port {slowest:g} Gb/s"}
+    return {"key": "tcp", "why": "mixed link layers " + ", ".join(sorted(layers))}
+
+
+def history_gpus(records: Sequence[Mapping[str, Any]]) -> Optional[int]:
+    """Most GPUs a passing burn-in of the node recorded (None when no record has a count)."""
+    counts = []
+    for record in records or []:
+        value = record.get("gpus") if isinstance(record, Mapping) else None
+        if record.get("status") in kiln_baseline.PASSING and isinstance(value, int) \
+                and not isinstance(value, bool) and 0 < value <= 4096:
+            counts.append(value)
+    return max(counts) if counts else None
 
 
 def pair_records(items: Sequence[Mapping[str, Any]], round_no: int) -> List[Dict[str, Any]]:
@@ -497,6 +702,7 @@ def pair_round(state: Mapping[str, Any], results: Sequence[Mapping[str, Any]], *
                      "floor": verdict.get("floor"), "series": verdict.get("series"),
                      "text": entry.get("text", "")}
         judged.append(entry)
+    band = _band(band)
     base = {n: (b or {}).get("value") for n, b in (state.get("baselines") or {}).items()}
     kiln_isolate.rejudge(judged, base, band)
     participants = list(state.get("participants") or [])
@@ -506,7 +712,9 @@ def pair_round(state: Mapping[str, Any], results: Sequence[Mapping[str, Any]], *
         following = kiln_isolate.next_round(participants, judged, state.get("known_good") or [],
                                             subjects, confirm=confirm)
     return {"results": judged, "pairs": [list(p) for p in following],
-            "nodes": kiln_isolate.classify(participants, judged, confirm=confirm)}
+            "nodes": (kiln_isolate.classify(participants, judged, confirm=confirm) if following else
+                      kiln_isolate.finish(participants, judged, confirm=confirm, band=band)),
+            "noise": kiln_isolate.noise(judged, band)}
 
 
 def pair_checks(node: str, outcome: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
@@ -561,13 +769,15 @@ def pair_checks(node: str, outcome: Mapping[str, Any], results: Sequence[Mapping
 
 def plan_actions(nodes: Mapping[str, Mapping[str, Any]], mode: str, drained_before: Mapping[str, str],
                  resumed: Sequence[str], slurm_names: Optional[Mapping[str, str]] = None,
-                 backend: str = "slurm") -> List[Dict[str, Any]]:
+                 backend: str = "slurm", override_operator_drain: bool = False) -> List[Dict[str, Any]]:
     """What the burn-in does to each judged node in the scheduler.
 
     FAIL: drain with ``BURNIN: <failed checks>`` -- except a node a person
     drained, whose drain is restored untouched. A node the run resumed for the
     test (swap target that was drained): PASS/WARN in swap mode with a
-    burn-in drain stays resumed; anything else gets its old drain back.
+    burn-in drain stays resumed (a person's drain only with
+    *override_operator_drain*, which is what let the run test it); anything
+    else gets its old drain back.
     Backends: ``slurm`` (scontrol), ``none`` (report only); a Kubernetes
     cordon/taint backend plugs in here.
     """
@@ -586,9 +796,11 @@ def plan_actions(nodes: Mapping[str, Mapping[str, Any]], mode: str, drained_befo
             reason = f"{REASON_PREFIX} {', '.join(failed)}: {first.get('detail') or ''}"
             action = {"action": "drain", "reason": reason[:200].rstrip(),
                       "why": "failed " + ", ".join(failed)}
-        elif node in resumed and mode == "swap" and status in (PASS, WARN) and not by_person:
+        elif node in resumed and mode == "swap" and status in (PASS, WARN) and (
+                not by_person or override_operator_drain):
             action = {"action": "resume", "reason": None,
-                      "why": f"passed in swap mode; drained by a burn-in before ({before})"}
+                      "why": f"passed in swap mode; drained before ({before})"
+                      + ("; a person's drain, lifted by kiln_burnin_override_operator_drain" if by_person else "")}
         elif node in resumed or (status == FAIL and by_person):
             action = {"action": "restore", "reason": before,
                       "why": ("drained by a person: kiln never resumes it" if by_person else
@@ -613,4 +825,7 @@ def history_records(summary: Mapping[str, Any], versions: Mapping[str, Any], fin
                   "single_node": single.get("value") if single and single.get("status") in (PASS, WARN) else None}
         out[node] = kiln_baseline.record(str(summary.get("run_id")), finished, str(summary.get("mode")),
                                          str(record.get("status")), versions.get(node), values)
+        count = next((c for c in record.get("checks") or [] if c.get("id") == "gpu.count"), None)
+        if count and count.get("status") == PASS and kiln_verdict.is_finite(count.get("value")):
+            out[node]["gpus"] = int(count["value"])
     return out

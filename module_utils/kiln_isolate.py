@@ -41,13 +41,16 @@ INCOMPLETE (no result with two partners, or no partner left), UNTESTED.
 from __future__ import annotations
 
 import bisect
+import math
 import statistics
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 PAIR_PASS, PAIR_MARGINAL, PAIR_SLOW, PAIR_FAIL, PAIR_INCOMPLETE = "PASS", "MARGINAL", "SLOW", "FAIL", "INCOMPLETE"
 CLEARED, BLAMED, INCONSISTENT, INCOMPLETE, SUSPECT, UNTESTED = (
     "CLEARED", "BLAMED", "INCONSISTENT", "INCOMPLETE", "SUSPECT", "UNTESTED")
+#: Modes with a pair phase; ``quick`` has none (first_round returns no pair).
 MODES = ("swap", "default", "acceptance")
+ALL_MODES = ("quick",) + MODES
 
 Pair = Tuple[str, str]
 
@@ -62,8 +65,10 @@ def first_round(nodes: Sequence[str], mode: str, targets: Sequence[str] = (),
     default/acceptance: node *i* with node *i + ceil(N/2)* of the sorted
     nodes; with an odd count the last node waits for round 2.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if mode not in ALL_MODES:
+        raise ValueError(f"mode must be one of {', '.join(ALL_MODES)}, not {mode!r}")
+    if mode == "quick":
+        return []
     nodes = sorted(set(nodes))
     if mode == "swap":
         wanted = [t for t in sorted(set(targets)) if t in nodes]
@@ -79,9 +84,20 @@ def _half_shift(nodes: Sequence[str]) -> List[Pair]:
     return [(nodes[i], nodes[i + half]) for i in range(len(nodes) - half)]
 
 
+def finite(value: Any) -> Optional[float]:
+    """*value* as a float when it is a finite, non-negative number, else None (never raises)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
 def median_or_none(values: Sequence[float]) -> Optional[float]:
-    values = [float(v) for v in values if v is not None]
-    return statistics.median(values) if values else None
+    kept = [v for v in (finite(x) for x in values) if v is not None]
+    return statistics.median(kept) if kept else None
 
 
 def pair_reference(pair: Sequence[str], results: Sequence[Mapping[str, Any]],
@@ -94,10 +110,10 @@ def pair_reference(pair: Sequence[str], results: Sequence[Mapping[str, Any]],
         _fleet = sorted(_measured(results))
     fleet = list(_fleet)
     if exclude_index is not None:
-        own_value = results[exclude_index].get("value")
+        own_value = finite(results[exclude_index].get("value"))
         if own_value is not None and results[exclude_index].get("status") != PAIR_INCOMPLETE:
-            del fleet[bisect.bisect_left(fleet, float(own_value))]
-    own = [float(baselines[n]) for n in pair if baselines and baselines.get(n)]
+            del fleet[bisect.bisect_left(fleet, own_value)]
+    own = [v for v in (finite(baselines.get(n)) for n in pair) if v] if baselines else []
     for value in own:
         bisect.insort(fleet, value)
     if not fleet:
@@ -106,16 +122,18 @@ def pair_reference(pair: Sequence[str], results: Sequence[Mapping[str, Any]],
 
 
 def _measured(results: Sequence[Mapping[str, Any]]) -> List[float]:
-    return [float(r["value"]) for r in results if r.get("value") is not None and r.get("status") != PAIR_INCOMPLETE]
+    return [v for v in (finite(r.get("value")) for r in results if r.get("status") != PAIR_INCOMPLETE)
+            if v is not None]
 
 
 def judge_pair(status: str, value: Optional[float], reference: Optional[Mapping[str, Any]],
                band: float) -> Tuple[str, str]:
     """Pair status from the all-reduce verdict (PASS/WARN/FAIL/INCOMPLETE) and the reference."""
-    if status == "INCOMPLETE" or (value is None and status != "FAIL"):
-        return PAIR_INCOMPLETE, "no result"
     if status == "FAIL":
         return PAIR_FAIL, "failed its own checks (integrity, exit code or floor)"
+    value = finite(value)
+    if status not in ("PASS", "WARN") or value is None:
+        return PAIR_INCOMPLETE, "no result" if status == "INCOMPLETE" else "no finite measurement"
     if reference and reference.get("value"):
         below = 1.0 - float(value) / float(reference["value"])
         where = (f"busbw {value:g} is {below:.0%} below the reference {reference['value']:g} "
@@ -135,7 +153,7 @@ def rejudge(results: List[Dict[str, Any]], baselines: Optional[Mapping[str, Opti
     ``value``; ``status``, ``reference`` and ``why`` are (re)written.
     """
     for result in results:  # the verdict decides which values count, before the reference
-        if result.get("verdict") == "INCOMPLETE" or result.get("value") is None:
+        if result.get("verdict") not in ("PASS", "WARN", "FAIL") or finite(result.get("value")) is None:
             result["status"] = PAIR_INCOMPLETE
         else:
             result["status"] = None
@@ -237,7 +255,7 @@ def next_round(nodes: Sequence[str], results: Sequence[Mapping[str, Any]], known
     index = _index(results)
     met: Dict[str, Set[str]] = {n: {p for p, _ in index.get(n, [])} for n in states}
     used: Dict[str, int] = {n: len(index.get(n, [])) for n in states}
-    waiting = [n for n in sorted(states) if len(met[n]) < max_partners and
+    waiting = [n for n in sorted(states) if used[n] < max_partners and
                (states[n]["state"] == SUSPECT or (states[n]["state"] == UNTESTED and n in subjects))]
     pool = [n for n in sorted(set(nodes) | set(states))
             if states.get(n, {}).get("state") == CLEARED
@@ -257,6 +275,17 @@ def next_round(nodes: Sequence[str], results: Sequence[Mapping[str, Any]], known
             continue
         pairs.append((node, partner))
         busy.update((node, partner))
+    # Every cleared node already met (small clusters): measure again with the
+    # least used cleared partner -- more evidence for the median rule of
+    # finish(), bounded by max_partners pairs per node.
+    for node in waiting:
+        if node in busy or used.get(node, 0) >= max_partners:
+            continue
+        partner = next((c for c in pool if c != node and c not in busy
+                        and states.get(c, {}).get("state") == CLEARED), None)
+        if partner is not None:
+            pairs.append((node, partner))
+            busy.update((node, partner))
     # No cleared node left for some (e.g. every pair of round 1 failed or was
     # marginal): pair those among themselves, each with a node it has not met.
     left = [n for n in waiting if n not in busy]
@@ -270,19 +299,83 @@ def next_round(nodes: Sequence[str], results: Sequence[Mapping[str, Any]], known
     return pairs
 
 
+def noise(results: Sequence[Mapping[str, Any]], band: float) -> Dict[str, Any]:
+    """Repeatability of this run's pair measurements and whether *band* can separate a bad node.
+
+    sigma is the robust relative spread (1.4826 x MAD / median) of the finite
+    pair values that passed their own checks (PASS, MARGINAL, SLOW): on a
+    healthy fabric every pair measures the same link, so the spread is the
+    measurement noise. ``separable`` is False when sigma exceeds half the band
+    (a healthy pair then falls out of the band in more than ~7 % of runs);
+    ``fix`` says what to change. None when fewer than three values exist.
+    """
+    values = [v for v in (finite(r.get("value")) for r in results
+                          if r.get("status") in (PAIR_PASS, PAIR_MARGINAL, PAIR_SLOW)) if v is not None]
+    out: Dict[str, Any] = {"sigma": None, "pairs": len(values), "band": band, "separable": None, "fix": None}
+    if len(values) < 3:
+        return out
+    middle = statistics.median(values)
+    if middle <= 0:
+        return out
+    mad = statistics.median([abs(v - middle) for v in values])
+    sigma = round(1.4826 * mad / middle, 4)
+    out["sigma"] = sigma
+    out["separable"] = sigma <= band / 2.0
+    if not out["separable"]:
+        out["fix"] = (f"pair noise sigma {sigma:.1%} exceeds half the band {band:.0%}: widen the band "
+                      f"(kiln_burnin_pair_band >= {2 * sigma:.2f}) or measure longer pairs (more iterations "
+                      f"in kiln_burnin_pair_args, -n)")
+    return out
+
+
+def ratio_median(node: str, results: Sequence[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
+    """Median of value / reference over the node's measured pairs (None when none has both)."""
+    ratios = []
+    for result in results:
+        if node not in result["pair"] or result.get("status") not in (PAIR_PASS, PAIR_MARGINAL, PAIR_SLOW):
+            continue
+        value = finite(result.get("value"))
+        ref = finite((result.get("reference") or {}).get("value"))
+        if value is not None and ref:
+            ratios.append(value / ref)
+    if not ratios:
+        return None
+    return {"ratio": round(statistics.median(ratios), 4), "pairs": len(ratios)}
+
+
 def finish(nodes: Sequence[str], results: Sequence[Mapping[str, Any]],
-           confirm: bool = True) -> Dict[str, Dict[str, Any]]:
-    """Final node outcomes: suspects that ran out of rounds or partners are INCOMPLETE
-    (never blamed on one failure, never PASS)."""
+           confirm: bool = True, band: Optional[float] = None) -> Dict[str, Dict[str, Any]]:
+    """Final node outcomes. A suspect left when the rounds run out is decided by
+    more evidence, never by one pair: with *band*, a node whose median pair
+    ratio (value / reference) over at least two measured pairs is within half
+    the band is CLEARED (its slow or marginal pair was noise); a node with too
+    few results is INCOMPLETE; anything else is INCONSISTENT (WARN), whose
+    ``why`` carries the noise figures and the fix. Blame needs the rule in
+    :func:`classify` (never decided here)."""
     states = classify(nodes, results, confirm)
-    for record in states.values():
-        if record["state"] == SUSPECT and ((len(record["failed_with"]) >= 2 and record["passed_with"])
-                                           or record["marginal_with"]):
+    spread = noise(results, band) if band else None
+    for node, record in states.items():
+        if record["state"] != SUSPECT:
+            continue
+        evidence = ratio_median(node, results) if band else None
+        if evidence and evidence["pairs"] >= 2 and evidence["ratio"] >= 1.0 - band / 2.0:
+            record["state"] = CLEARED
+            record["why"] = (f"cleared by the median of its {evidence['pairs']} measured pairs: "
+                             f"{evidence['ratio']:.0%} of the reference (within half the band {band:.0%})")
+            record["decided_by"] = "median"
+        elif (len(record["failed_with"]) >= 2 and record["passed_with"]) or record["marginal_with"]:
             record["state"] = INCONSISTENT
             record["why"] = "; ".join(f"{label} " + ", ".join(record[key]) for key, label in (
                 ("failed_with", "failed with"), ("marginal_with", "marginal with"), ("passed_with", "passed with"))
                 if record[key])
-        elif record["state"] == SUSPECT:
+            if evidence:
+                record["why"] += f"; median pair ratio {evidence['ratio']:.0%} of the reference"
+            if spread and spread.get("fix"):
+                record["why"] += "; " + spread["fix"]
+            elif spread and spread.get("sigma") is not None:
+                record["why"] += (f"; pair noise sigma {spread['sigma']:.1%} with band {band:.0%}: re-run, or "
+                                  "run longer pairs to decide")
+        else:
             record["state"] = INCOMPLETE
             record["why"] = ("failed with " + ", ".join(record["failed_with"]) + " only; no further partner "
                              "in the rounds allowed") if record["failed_with"] else "no result"
@@ -306,4 +399,5 @@ def isolate(nodes: Sequence[str], run_pair, *, mode: str = "default", targets: S
             results.append({"pair": [a, b], "round": rounds, **measured})
         rejudge(results, baselines, band)
         pairs = next_round(nodes, results, known_good, subjects, confirm)
-    return {"rounds": rounds, "results": results, "nodes": finish(nodes, results, confirm)}
+    return {"rounds": rounds, "results": results, "nodes": finish(nodes, results, confirm, band),
+            "noise": noise(results, band)}

@@ -115,16 +115,27 @@ def validate_summary(summary: Any) -> List[str]:
         check_list(f"nodes.{name}.checks", node.get("checks"))
     check_list("fabric", summary["fabric"])
     overall = summary["overall"]
-    if overall.get("status") not in EXIT_CODES:
+    if not isinstance(overall.get("status"), str) or overall.get("status") not in EXIT_CODES:
         errors.append(f"overall.status must be one of {sorted(EXIT_CODES)}, got {overall.get('status')!r}")
     elif overall.get("exit") != EXIT_CODES[overall["status"]]:
         errors.append(f"overall.exit {overall.get('exit')!r} does not match status {overall['status']}")
     return errors
 
 
+def _finite_json(value: Any) -> Any:
+    """Replace non-finite floats by null (JSON has no NaN/Infinity; the check's detail names the value)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {k: _finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_json(v) for v in value]
+    return value
+
+
 def render_json(summary: Mapping[str, Any]) -> str:
-    """summary.json text (2-space indent, trailing newline)."""
-    return json.dumps(summary, indent=2, sort_keys=False) + "\n"
+    """summary.json text (2-space indent, trailing newline; strict JSON, never NaN/Infinity)."""
+    return json.dumps(_finite_json(summary), indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
 def _fmt(value: Any) -> str:

@@ -31,6 +31,7 @@ metrics; an integrity failure in any run fails the check.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import re
 import statistics
@@ -84,6 +85,25 @@ NCCL_TESTS_RC_TIMEOUT = 4
 
 class KilnConfigError(ValueError):
     """Configuration problem (unknown SKU/test, missing floor, bad option): exit code 4."""
+
+
+def finite_number(value: Any, what: str, positive: bool = True) -> float:
+    """*value* as a finite float (> 0 with *positive*), else KilnConfigError naming *what*."""
+    if value is None or isinstance(value, bool):
+        raise KilnConfigError(f"{what} must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise KilnConfigError(f"{what} must be a number, got {str(value)[:40]!r}") from None
+    if not math.isfinite(number) or (positive and number <= 0) or (not positive and number < 0):
+        raise KilnConfigError(f"{what} must be a finite {'positive' if positive else 'non-negative'} number, "
+                              f"got {str(value)[:40]!r}")
+    return number
+
+
+def is_finite(value: Any) -> bool:
+    """True for a finite int/float (bool excluded)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def exit_code(status: str) -> int:
@@ -156,7 +176,7 @@ def busbw_metric(parsed: Mapping[str, Any], min_size: Any = "1G", top_n: int = 3
             continue
         for place in ("out_of_place", "in_place"):
             cell = row.get(place)
-            if not cell or cell.get("busbw") is None:
+            if not cell or not is_finite(cell.get("busbw")) or cell["busbw"] < 0:
                 continue
             value = float(cell["busbw"])
             per_size[size] = min(per_size.get(size, value), value)
@@ -198,11 +218,19 @@ def _integrity_problems(parsed: Mapping[str, Any]) -> List[str]:
     for row in parsed.get("rows") or []:
         for place in ("out_of_place", "in_place"):
             cell = row.get(place) or {}
-            if cell.get("wrong"):
+            if is_finite(cell.get("wrong")) and cell["wrong"] > 0:
                 wrong += int(cell["wrong"])
                 wrong_sizes.append(row.get("size"))
+    for row in parsed.get("rejected_rows") or []:  # corruption evidence in a row refused as a measurement
+        if isinstance(row, Mapping) and is_finite(row.get("wrong")) and row["wrong"] > 0:
+            wrong += int(row["wrong"])
+            wrong_sizes.append(row.get("size"))
+    flagged = [row.get("size") for row in parsed.get("rows") or [] for place in ("out_of_place", "in_place")
+               if isinstance(row.get(place), Mapping) and row[place].get("error_flag")]
+    if flagged:
+        problems.append("error column flagged (*) at size(s) " + ", ".join(str(s) for s in flagged))
     if wrong:
-        sizes = ", ".join(str(s) for s in sorted(set(wrong_sizes)))
+        sizes = ", ".join(str(s) for s in sorted(set(wrong_sizes), key=str))
         problems.append(f"#wrong = {wrong} (data corruption) at size(s) {sizes}")
     oob = parsed.get("out_of_bounds")
     if oob and (not oob.get("ok") or oob.get("count")):
@@ -231,15 +259,13 @@ def judge_nccl(runs: Sequence[Mapping[str, Any]], floor: Any, *, warn_band: Opti
         floor_source = floor_source or spec.get("source")
         floor_confidence = floor_confidence or spec.get("confidence")
         unit = spec.get("unit", unit)
-    warn_band = float(spec.get("warn_band", 0.05) if warn_band is None else warn_band)
+    warn_band = finite_number(spec.get("warn_band", 0.05) if warn_band is None else warn_band,
+                              f"{check_id}: warn_band", positive=False)
     min_size = spec.get("min_size", "1G") if min_size is None else min_size
-    top_n = int(spec.get("top_n", 3) if top_n is None else top_n)
+    top_n = int(finite_number(spec.get("top_n", 3) if top_n is None else top_n, f"{check_id}: top_n"))
     reducer = str(spec.get("reducer", "median") if reducer is None else reducer)
-    if floor is None or isinstance(floor, bool) or float(floor) <= 0:
-        raise KilnConfigError(f"{check_id}: a positive busbw floor is required, got {floor!r}")
-    floor = float(floor)
-    if warn_band < 0:
-        raise KilnConfigError(f"{check_id}: warn_band must be >= 0")
+    relative = bool(spec.get("relative_only")) and floor is None
+    floor = None if relative else finite_number(floor, f"{check_id}: the busbw floor")
     if not runs:
         raise KilnConfigError(f"{check_id}: no runs to judge")
 
@@ -284,7 +310,11 @@ def judge_nccl(runs: Sequence[Mapping[str, Any]], floor: Any, *, warn_band: Opti
             reasons.append(tag + "output truncated: " + "; ".join(parsed.get("problems") or ["no footer"]))
         elif status != STATUS_OK:
             incomplete = True
-            reasons.append(tag + f"parse status {status!r}")
+            reasons.append(tag + f"output not usable ({status}): " + "; ".join(
+                str(p) for p in (parsed.get("problems") or [])[:3]))
+        if parsed.get("data_check") is False:
+            incomplete = True
+            reasons.append(tag + "data check disabled (#wrong N/A, nccl-tests -c 0): results unverified")
         metric = busbw_metric(parsed, min_size=min_size, top_n=top_n, reducer=reducer)
         metrics.append(metric)
         if not series:
@@ -296,13 +326,15 @@ def judge_nccl(runs: Sequence[Mapping[str, Any]], floor: Any, *, warn_band: Opti
             values.append(metric["value"])
 
     value = round(statistics.median(values), 4) if values else None
-    warn_below = round(floor * (1.0 + warn_band), 4)
+    warn_below = round(floor * (1.0 + warn_band), 4) if floor is not None else None
     if hard_fail:
         status = FAIL
-    elif incomplete:
+    elif incomplete or value is None:
         status = INCOMPLETE
-    elif value is None:  # pragma: no cover - every path above sets incomplete
-        status = INCOMPLETE
+    elif floor is None:
+        status = WARN
+        reasons.append(f"busbw {value:g} {unit}: no absolute floor for this GPU model; judged against the run's "
+                       "fleet median and the node's own baseline only")
     elif value < floor:
         status = FAIL
         reasons.append(f"busbw {value:g} < floor {floor:g} {unit}")
@@ -311,9 +343,9 @@ def judge_nccl(runs: Sequence[Mapping[str, Any]], floor: Any, *, warn_band: Opti
         reasons.append(f"busbw {value:g} within {warn_band:.0%} above floor {floor:g} {unit}")
     else:
         status = PASS
-    if value is not None and status in (FAIL, INCOMPLETE) and not any("busbw" in r for r in reasons):
-        if value < floor:
-            reasons.append(f"busbw {value:g} < floor {floor:g} {unit}")
+    if value is not None and floor is not None and status in (FAIL, INCOMPLETE) \
+            and not any("busbw" in r for r in reasons) and value < floor:
+        reasons.append(f"busbw {value:g} < floor {floor:g} {unit}")
     first = next((m for m in metrics if m), None)
     metric_name = "busbw"
     if first:
@@ -326,6 +358,7 @@ def judge_nccl(runs: Sequence[Mapping[str, Any]], floor: Any, *, warn_band: Opti
         floor=floor,
         unit=unit,
         warn_below=warn_below,
+        relative_only=relative,
         floor_source=floor_source,
         floor_confidence=floor_confidence,
         artifact=artifact,
@@ -469,35 +502,46 @@ def lookup_floor(floors: Mapping[str, Any], sku: str, fabric: str, test: str,
     if entry is None:
         entry = (table.get("any") or {}).get(test)
         used_fabric = "any"
+    options = dict(data.get("defaults") or {})
+    options.update(spec.get("defaults") or {})
+    if entry is None and spec.get("relative_only"):
+        # A GPU model kiln knows but has no published figure for: judged
+        # against the run's fleet median and the node's own baseline, with a
+        # WARN saying no absolute floor exists.
+        entry = {"value": None, "source": spec.get("source") or "no absolute floor: relative rules only",
+                 "confidence": spec.get("confidence") or "UNVERIFIED"}
+        used_fabric = fabric
     if entry is None:
         raise KilnConfigError(
             f"no floor for {sku}/{fabric}/{test}: set burnin_floor_overrides['{sku}/{fabric}/{test}'] in group_vars"
         )
-    options = dict(data.get("defaults") or {})
-    options.update(spec.get("defaults") or {})
     options.update({k: v for k, v in entry.items() if k not in ("value", "source", "confidence")})
     value = entry.get("value")
     source = entry.get("source")
     confidence = entry.get("confidence")
+    where = f"floor for {sku}/{used_fabric}/{test}"
     if baseline is not None:
-        factor = float(options.get("baseline_factor", 0.9))
-        value = round(float(baseline) * factor, 4)
+        factor = finite_number(options.get("baseline_factor", 0.9), f"{where}: baseline_factor")
+        value = round(finite_number(baseline, f"{where}: baseline") * factor, 4)
         source = f"measured baseline {float(baseline):g} x {factor:g}"
         confidence = "BASELINE"
-    if value is None or isinstance(value, bool) or float(value) <= 0:
-        raise KilnConfigError(f"floor for {sku}/{used_fabric}/{test} must be a positive number, got {value!r}")
+    relative = value is None and bool(spec.get("relative_only"))
+    if not relative:
+        value = finite_number(value, where)
     reducer = options.get("reducer", "median")
     if reducer not in _REDUCERS:
         raise KilnConfigError(f"reducer must be one of {_REDUCERS}, not {reducer!r}")
     return {
         "key": f"{sku}/{used_fabric}/{test}",
-        "value": float(value),
+        "value": None if relative else float(value),
+        "relative_only": relative,
         "unit": options.get("unit", "GB/s"),
         "source": source,
         "confidence": confidence,
-        "warn_band": float(options.get("warn_band", 0.05)),
+        "warn_band": finite_number(options.get("warn_band", 0.05), f"{where}: warn_band", positive=False),
+        "relative_band": finite_number(options.get("relative_band", 0.10), f"{where}: relative_band"),
         "min_size": parse_size(options.get("min_size", "1G")),
-        "top_n": int(options.get("top_n", 3)),
+        "top_n": int(finite_number(options.get("top_n", 3), f"{where}: top_n")),
         "reducer": reducer,
     }
 
