@@ -365,6 +365,9 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
                 why = run.get("why") or "no NVIDIA GPU on this node"
                 wanted = gpu_node and engine == "nccl-tests" and not node.get("excluded")
                 checks.append(check("nccl.single_node.all_reduce", INCOMPLETE if wanted else SKIP, why))
+            elif not gpu_present:
+                checks.append(check("nccl.single_node.all_reduce", INCOMPLETE,
+                                    "contradictory: an all-reduce result from a node with no GPU on PCI; not judged"))
             else:
                 sku = node_sku(floors, node)
                 if not sku:

@@ -346,3 +346,12 @@ def test_rows_and_footer_without_header_are_incomplete():
 def test_complete_run_followed_by_a_cut_off_run_is_incomplete():
     check = _judge(H100_TEXT + H100_TEXT[: len(H100_TEXT) // 2])
     assert check["status"] == "INCOMPLETE", check
+
+
+def test_all_reduce_result_from_a_node_without_gpus_is_contradictory():
+    """Found by the property test: 0 GPUs on PCI, none expected, yet a passing single-node result."""
+    node = gpu_node(0, expected_gpus=0)
+    node["nccl"] = {"ran": True, "text": H100_TEXT, "rc": 0}
+    out = kb.assemble({"n": node}, mode="quick", overrides=OVERRIDES)
+    assert by_id(out["nodes"]["n"])["nccl.single_node.all_reduce"]["status"] == "INCOMPLETE"
+    assert out["nodes"]["n"]["status"] == "INCOMPLETE"
