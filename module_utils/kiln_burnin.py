@@ -432,7 +432,8 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
             "nodes": {n: {k: v for k, v in o.items()} for n, o in pair_outcomes.items()},
             "baselines": pairs.get("baselines") or {},
             "notes": list(pairs.get("notes") or []),
-            "noise": kiln_isolate.noise(pair_results, band),
+            "noise": kiln_isolate.noise(pair_results, band, [n for n, o in pair_outcomes.items()
+                                                            if o.get("state") == kiln_isolate.BLAMED]),
         }
         if out["pairs"]["noise"].get("fix"):
             out["pairs"]["notes"].append(out["pairs"]["noise"]["fix"])
@@ -714,10 +715,11 @@ def pair_round(state: Mapping[str, Any], results: Sequence[Mapping[str, Any]], *
     if round_no < max_rounds:
         following = kiln_isolate.next_round(participants, judged, state.get("known_good") or [],
                                             subjects, confirm=confirm)
-    return {"results": judged, "pairs": [list(p) for p in following],
-            "nodes": (kiln_isolate.classify(participants, judged, confirm=confirm) if following else
-                      kiln_isolate.finish(participants, judged, confirm=confirm, band=band)),
-            "noise": kiln_isolate.noise(judged, band)}
+    states = (kiln_isolate.classify(participants, judged, confirm=confirm) if following else
+              kiln_isolate.finish(participants, judged, confirm=confirm, band=band))
+    return {"results": judged, "pairs": [list(p) for p in following], "nodes": states,
+            "noise": kiln_isolate.noise(judged, band, [n for n, o in states.items()
+                                                      if o.get("state") == kiln_isolate.BLAMED])}
 
 
 def pair_checks(node: str, outcome: Mapping[str, Any], results: Sequence[Mapping[str, Any]],

@@ -299,7 +299,7 @@ def next_round(nodes: Sequence[str], results: Sequence[Mapping[str, Any]], known
     return pairs
 
 
-def noise(results: Sequence[Mapping[str, Any]], band: float) -> Dict[str, Any]:
+def noise(results: Sequence[Mapping[str, Any]], band: float, exclude: Iterable[str] = ()) -> Dict[str, Any]:
     """Repeatability of this run's pair measurements and whether *band* can separate a bad node.
 
     sigma is the robust relative spread (1.4826 x MAD / median) of the finite
@@ -308,9 +308,12 @@ def noise(results: Sequence[Mapping[str, Any]], band: float) -> Dict[str, Any]:
     measurement noise. ``separable`` is False when sigma exceeds half the band
     (a healthy pair then falls out of the band in more than ~7 % of runs);
     ``fix`` says what to change. None when fewer than three values exist.
+    Pairs with a node in *exclude* (the blamed ones) measure the fault, not the noise: left out.
     """
+    skip = set(exclude)
     values = [v for v in (finite(r.get("value")) for r in results
-                          if r.get("status") in (PAIR_PASS, PAIR_MARGINAL, PAIR_SLOW)) if v is not None]
+                          if r.get("status") in (PAIR_PASS, PAIR_MARGINAL, PAIR_SLOW) and not skip & set(r["pair"]))
+              if v is not None]
     out: Dict[str, Any] = {"sigma": None, "pairs": len(values), "band": band, "separable": None, "fix": None}
     if len(values) < 3:
         return out
@@ -353,7 +356,7 @@ def finish(nodes: Sequence[str], results: Sequence[Mapping[str, Any]],
     ``why`` carries the noise figures and the fix. Blame needs the rule in
     :func:`classify` (never decided here)."""
     states = classify(nodes, results, confirm)
-    spread = noise(results, band) if band else None
+    spread = noise(results, band, [n for n, r in states.items() if r["state"] == BLAMED]) if band else None
     for node, record in states.items():
         if record["state"] != SUSPECT:
             continue
@@ -399,5 +402,6 @@ def isolate(nodes: Sequence[str], run_pair, *, mode: str = "default", targets: S
             results.append({"pair": [a, b], "round": rounds, **measured})
         rejudge(results, baselines, band)
         pairs = next_round(nodes, results, known_good, subjects, confirm)
-    return {"rounds": rounds, "results": results, "nodes": finish(nodes, results, confirm, band),
-            "noise": noise(results, band)}
+    outcome = finish(nodes, results, confirm, band)
+    return {"rounds": rounds, "results": results, "nodes": outcome,
+            "noise": noise(results, band, [n for n, r in outcome.items() if r["state"] == BLAMED])}

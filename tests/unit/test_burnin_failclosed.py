@@ -355,3 +355,12 @@ def test_all_reduce_result_from_a_node_without_gpus_is_contradictory():
     out = kb.assemble({"n": node}, mode="quick", overrides=OVERRIDES)
     assert by_id(out["nodes"]["n"])["nccl.single_node.all_reduce"]["status"] == "INCOMPLETE"
     assert out["nodes"]["n"]["status"] == "INCOMPLETE"
+
+
+def test_noise_leaves_out_the_blamed_nodes_pairs():
+    healthy = [{"pair": [f"n{i}", f"m{i}"], "status": "PASS", "value": v} for i, v in
+               enumerate([1.0, 1.02, 0.98, 1.01])]
+    faulty = [{"pair": ["bad", f"m{i}"], "status": "SLOW", "value": 0.4} for i in range(3)]
+    assert ki.noise(healthy + faulty, 0.2)["pairs"] == 7
+    kept = ki.noise(healthy + faulty, 0.2, exclude=["bad"])
+    assert kept["pairs"] == 4 and kept["separable"] is True and kept["sigma"] < 0.05
