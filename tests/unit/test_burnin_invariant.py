@@ -11,8 +11,6 @@ ansible-playbook's.
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import math
 import os
@@ -31,6 +29,7 @@ sys.path.insert(0, str(REPO / "module_utils"))
 import kiln_baseline  # noqa: E402
 import kiln_burnin as kb  # noqa: E402
 import kiln_verdict as kv  # noqa: E402
+from kiln_loader import load_source  # noqa: E402
 
 TEXT = (REPO / "tests/fixtures/nccl-tests/nccl-tests-2.13-h100-16rank-2node.txt").read_text()
 DCGM_R = {level: (REPO / f"tests/fixtures/dcgm/emulated-dcgmi-4.6-diag-r{level}-8gpu.json").read_text()
@@ -41,11 +40,7 @@ OVERRIDES = {"h100-sxm/any/single_node": 300, "h100-sxm/tcp/two_node_ring": 0.05
 
 
 def _load_tool(name: str):
-    loader = importlib.machinery.SourceFileLoader(name.replace("-", "_"), str(REPO / "tools" / name))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_source(name.replace("-", "_"), REPO / "tools" / name)
 
 
 VERDICT = _load_tool("kiln-burnin-verdict")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-from importlib.machinery import SourceFileLoader
 from pathlib import Path
-from types import ModuleType
+
+from kiln_loader import load_source
 
 import pytest
 
@@ -17,16 +16,7 @@ EMULATOR_DIR = REPO / "tests" / "fixtures" / "gpu-emulator"
 PROFILES = sorted((EMULATOR_DIR / "profiles").glob("*.json"))
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    """Import a file under a given module name (also files without a .py suffix)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    loader = SourceFileLoader(name, str(path))
-    spec = importlib.util.spec_from_loader(name, loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+_load = load_source
 
 
 # Registered as ansible.module_utils.kiln_gpu so the module's real import line works too.

@@ -9,7 +9,6 @@ nothing raises and that PASS only comes from counters and tests that were really
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -17,9 +16,9 @@ import socket
 import subprocess
 import sys
 import time
-from importlib.machinery import SourceFileLoader
 from pathlib import Path
-from types import ModuleType
+
+from kiln_loader import load_source
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -40,15 +39,7 @@ STATUSES = {"PASS", "WARN", "FAIL", "INCOMPLETE", "SKIP"}
 HEALTH = kh.load_health()
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    loader = SourceFileLoader(name, str(path))
-    spec = importlib.util.spec_from_loader(name, loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+_load = load_source
 
 
 smi_emulator = _load("kiln_nvidia_smi_emulator", GPU_EMU / "nvidia-smi")
