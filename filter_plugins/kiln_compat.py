@@ -16,8 +16,10 @@ import datetime
 import importlib.util
 import json
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -32,6 +34,22 @@ except ImportError:  # pragma: no cover - only without ansible-core installed
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 _CACHE: dict[str, Any] = {}
+
+
+def _sibling(name: str) -> ModuleType:
+    """Import filter_plugins/<name>.py (Ansible loads plugin files without a package to import from)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().with_name(f"{name}.py"))
+        if spec is None or spec.loader is None:  # pragma: no cover - the file ships with kiln
+            raise ImportError(f"kiln: cannot load {name}.py next to {__file__}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+schema = _sibling("kiln_stack_schema")
+show = schema.show
 
 ERROR = "error"
 WARNING = "warning"
@@ -89,7 +107,8 @@ def _reset_cache() -> None:
 # ---------------------------------------------------------------------------
 # versions
 
-_TOKEN = re.compile(r"\d+|[A-Za-z]+")
+_TOKEN = re.compile(r"[0-9]+|[A-Za-z]+", re.ASCII)
+_MAX_VERSION = 128
 
 
 def kiln_version_key(version: Any) -> tuple[tuple[int, Any], ...]:
@@ -101,8 +120,13 @@ def kiln_version_key(version: Any) -> tuple[tuple[int, Any], ...]:
     """
     if version is None:
         raise AnsibleFilterError("kiln_version_key: version is None")
+    if isinstance(version, int) and not isinstance(version, bool) and version.bit_length() > 200:
+        raise AnsibleFilterError(f"kiln_version_key: {show(version)} is not a version")
+    text = str(version)
+    if len(text) > _MAX_VERSION:
+        raise AnsibleFilterError(f"kiln_version_key: {show(text)} is longer than {_MAX_VERSION} characters: not a version")
     tokens: list[tuple[int, Any]] = []
-    for tok in _TOKEN.findall(str(version)):
+    for tok in _TOKEN.findall(text):
         if tok.isdigit():
             tokens.append((2, int(tok)))
         else:
@@ -133,7 +157,7 @@ _OPS = {
 def kiln_version_compare(a: Any, op: str, b: Any) -> bool:
     """Return ``a <op> b`` with kiln's version ordering (op: < <= == != >= > or lt/le/eq/ne/ge/gt)."""
     if op not in _OPS:
-        raise AnsibleFilterError(f"kiln_version_compare: unknown operator {op!r}; use one of {sorted(_OPS)}")
+        raise AnsibleFilterError(f"kiln_version_compare: unknown operator {show(op)}; use one of {sorted(_OPS)}")
     return _OPS[op](kiln_version_cmp(a, b))
 
 
@@ -145,7 +169,13 @@ def kiln_version_sort(versions: Iterable[Any], reverse: bool = False) -> list[An
 
 
 def _nums(version: str) -> list[int]:
-    return [int(x) for x in re.findall(r"\d+", str(version))]
+    text = str(version)
+    if len(text) > _MAX_VERSION:
+        raise AnsibleFilterError(f"kiln: {show(text)} is not a version")
+    nums = [int(x) for x in re.findall(r"[0-9]+", text, re.ASCII)]
+    if not nums:
+        raise AnsibleFilterError(f"kiln: {show(text)} is not a version (no number in it)")
+    return nums
 
 
 def _mm(version: str) -> str:
@@ -172,7 +202,7 @@ def _in_range(version: str, spec: str) -> bool:
         part = part.strip()
         m = re.match(r"^(>=|<=|==|!=|>|<)\s*(\S+)$", part)
         if not m:
-            raise AnsibleFilterError(f"kiln: bad version range {spec!r}")
+            raise AnsibleFilterError(f"kiln: bad version range {show(spec)}")
         if not kiln_version_compare(version, m.group(1), m.group(2)):
             return False
     return True
@@ -194,7 +224,9 @@ def _worst_conf(*confidences: str | None) -> str:
 def _os_entry(os_id: str) -> tuple[str, dict[str, Any]] | None:
     """Normalise ``rocky-9.4`` / ``Ubuntu-24.04`` to a data key and return its entry."""
     data = compat_data()["os"]
-    m = re.match(r"^([a-z]+)[-_ ]?(\d+)(?:\.(\d+))?", str(os_id).strip().lower())
+    if not isinstance(os_id, str) or len(os_id) > 32:
+        return None
+    m = re.fullmatch(r"([a-z]+)-([0-9]{1,3})(?:\.([0-9]{1,2}))?", os_id.strip().lower(), re.ASCII)
     if not m:
         return None
     name, major, minor = m.group(1), m.group(2), m.group(3)
@@ -306,34 +338,126 @@ def _wheel_runs_on(cc: str, archs: Sequence[str] | None, ptx: str | None) -> boo
 # stack normalisation
 
 
-def _as_version_str(value: Any) -> str:
-    if isinstance(value, bool):
-        raise AnsibleFilterError(f"kiln: a version cannot be a boolean ({value!r})")
-    return str(value).strip()
+def _schema_extra(key: str, value: str) -> str | None:
+    """Data-dependent checks of well-shaped scalars: the os must be one kiln knows."""
+    if key == "os" and not _os_entry(value):
+        data = compat_data()["os"]
+        known = ", ".join(k for k in data if k != "os_aliases")
+        aliases = ", ".join(f"{a}-N" for a in sorted(data.get("os_aliases", {})))
+        return (f"not an operating system kiln knows. Allowed: {known}; {aliases} are read as rhel-N, "
+                f"and a minor such as rocky-9.4 is allowed.")
+    return None
+
+
+def stack_problems(stack: Any) -> list[dict[str, str]]:
+    """Shape problems of a kiln_stack (schema: types, keys, patterns, lengths, enumerations)."""
+    return schema.check_stack(stack, _schema_extra)
+
+
+def _problems_text(problems: Sequence[Mapping[str, str]], limit: int = 5) -> str:
+    lines = [f"{p['message']} Fix: {p['fix']}" for p in problems[:limit]]
+    if len(problems) > limit:
+        lines.append(f"(and {len(problems) - limit} more)")
+    return " | ".join(lines)
 
 
 def _normalise_stack(stack: Any) -> dict[str, Any]:
+    """A well-formed stack as plain strings (null values dropped); AnsibleFilterError naming the key otherwise."""
+    problems = stack_problems(stack)
+    if problems:
+        raise AnsibleFilterError(f"kiln: {_problems_text(problems)}")
     if stack is None:
         return {}
-    if not isinstance(stack, Mapping):
-        raise AnsibleFilterError(f"kiln: kiln_stack must be a dict, got {type(stack).__name__}: {stack!r}")
     out: dict[str, Any] = {}
     for key, value in stack.items():
-        key = str(key)
-        if value is None or value == "" or value == {}:
+        if value is None:
             continue
         if key in NESTED_KEYS:
-            if key == "ofed" and isinstance(value, str):
-                value = {"kind": value}
-            if not isinstance(value, Mapping):
-                raise AnsibleFilterError(
-                    f"kiln: kiln_stack.{key} must be a dict with keys {list(NESTED_KEYS[key])}, got {value!r}")
-            sub = {str(k): _as_version_str(v) for k, v in value.items() if v not in (None, "")}
+            if isinstance(value, str):
+                value = {schema.STACK_FIELDS[key].shorthand: value}
+            sub = {str(k): str(v) for k, v in value.items() if v is not None}
             if sub:
-                out[key] = sub
+                out[str(key)] = sub
         else:
-            out[key] = _as_version_str(value) if not isinstance(value, (Mapping, list)) else value
+            out[str(key)] = str(value)
     return out
+
+
+def _version_parts(version: str) -> list[int]:
+    return [int(p) for p in version.split(".")]
+
+
+def _by_identity(asked: str, pool: Iterable[str]) -> list[str]:
+    """Releases in ``pool`` that ``asked`` names: itself, or those it is a component-prefix of."""
+    pool = list(pool)
+    if asked in pool:
+        return [asked]
+    try:
+        want = _version_parts(asked)
+    except ValueError:
+        return []
+    out = []
+    for rel in pool:
+        try:
+            if _version_parts(rel)[:len(want)] == want:
+                out.append(rel)
+        except ValueError:
+            continue
+    return sorted(out, key=kiln_version_key)
+
+
+def _canonical(stack: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[dict[str, Any]]]:
+    """Resolve versions given with fewer components to the unique release they name.
+
+    Returns ``(stack with full versions, {component: asked}, ambiguity violations)``.
+    ``cuda: "12.4"`` is not shortened: a CUDA minor names its series (newest patch).
+    Unknown versions are left for the ``unknown-version`` checks.
+    """
+    d = compat_data()
+    out = dict(stack)
+    asked: dict[str, str] = {}
+    problems: list[dict[str, Any]] = []
+
+    ambiguous: set[str] = set()
+
+    def pick(component: str, value: str, pool: Iterable[str]) -> str | None:
+        found = _by_identity(value, pool)
+        if len(found) == 1:
+            if found[0] != value:
+                asked[component] = value
+            return found[0]
+        if len(found) > 1:
+            shown = ", ".join(found[-8:]) + (f" (and {len(found) - 8} older)" if len(found) > 8 else "")
+            problems.append(_violation(
+                "ambiguous-version", [component],
+                f"{component} {value} names {len(found)} releases in kiln's data: {shown}.",
+                f"Set kiln_stack.{component} to the full version of the one you mean, e.g. \"{found[-1]}\".",
+                None, "VERIFIED", "data/compat.yml"))
+            ambiguous.add(component)
+        return None
+
+    if "cudnn" in out:
+        full = pick("cudnn", out["cudnn"], d["cudnn"]["releases"])
+        out["cudnn"] = full or out["cudnn"]
+    if "nccl" in out:
+        ver, build = _parse_nccl(out["nccl"])
+        full = pick("nccl", ver, d["nccl"]["releases"])
+        if full and full != ver:
+            out["nccl"] = full + (f"-1+cuda{build}" if build else "")
+    for comp in ("driver", "fabricmanager"):
+        if comp in out:
+            branch = d["drivers"]["branches"].get(out[comp].split(".")[0]) or {}
+            rels = branch.get("releases") or []
+            if out[comp] not in rels and out[comp].count(".") < 2:
+                full = pick(comp, out[comp], rels)
+                out[comp] = full or out[comp]
+    for comp in ("container_toolkit", "dcgm"):
+        if comp in out:
+            full = pick(comp, out[comp], d[comp]["releases"])
+            out[comp] = full or out[comp]
+    for comp in ambiguous:  # reported once, as ambiguous-version; no rule runs on a guess
+        out.pop(comp, None)
+    return out, asked, problems
 
 
 # ---------------------------------------------------------------------------
@@ -366,6 +490,13 @@ def _unknown(component: str, value: Any, what: str, fix: str, fix_stack: dict[st
         "unknown-version", [component],
         f"{component} {value} is not in kiln's compatibility data ({what}){hint}, so kiln cannot vouch for it.",
         fix, fix_stack, confidence="VERIFIED", source="data/compat.yml", severity=severity)
+
+
+def _known(pool: Iterable[str], newest: int = 10) -> str:
+    """The newest releases of a pool, for a message: ``9.20.0.48, 9.24.0.43 (and 40 older)``."""
+    rels = sorted(pool, key=kiln_version_key)
+    shown = ", ".join(rels[-newest:])
+    return shown + (f" (and {len(rels) - newest} older)" if len(rels) > newest else "")
 
 
 def _newest_driver_for(min_version: str, *, max_branch: int | None = None, min_major: int | None = None,
@@ -430,8 +561,11 @@ def _set_fix(stack: Mapping[str, Any], component: str, value: Any) -> dict[str, 
 class _Checker:
     """Evaluates one normalised stack. Internal: use :func:`kiln_stack_violations`."""
 
-    def __init__(self, stack: dict[str, Any], today: datetime.date | None) -> None:
+    def __init__(self, stack: dict[str, Any], today: datetime.date | None, asked: dict[str, str] | None = None,
+                 detected: Sequence[str] = ()) -> None:
         self.s = stack
+        self.asked = asked or {}
+        self.detected = list(detected)
         self.d = compat_data()
         self.today = today
         self.out: list[dict[str, Any]] = []
@@ -479,8 +613,17 @@ class _Checker:
             elif self.driver[1].get("confidence") == "UNVERIFIED":
                 branch = self.driver[0]
                 self.add(_unknown("driver", s["driver"], f"branch R{branch} is only known from unverified sources",
-                                  "Prefer a documented branch, or add verified R{branch} data to data/compat.yml.",
+                                  f"Prefer a documented branch, or add verified R{branch} data to data/compat.yml.",
                                   severity=WARNING))
+            elif s["driver"] not in (self.driver[1].get("releases") or []):
+                branch, rels = self.driver[0], self.driver[1].get("releases") or []
+                newest = _branch_latest(self.driver[1])
+                self.add(_unknown("driver", s["driver"],
+                                  f"R{branch} is known, this point release is not"
+                                  + (f"; newest known: {newest}" if newest else ""),
+                                  "Check that your repository carries it, or use a listed release"
+                                  + (f" such as \"{newest}\"" if newest else "") + ".",
+                                  self._driver_fix(newest) if newest else None, severity=WARNING))
         if "driver_flavor" in s and s["driver_flavor"] not in ("open", "proprietary"):
             self.add(_unknown("driver_flavor", s["driver_flavor"], "must be open or proprietary",
                               "Set kiln_stack.driver_flavor to open or proprietary.", {"driver_flavor": "open"}))
@@ -489,16 +632,16 @@ class _Checker:
                               "Set kiln_stack.fabricmanager to exactly the driver version.",
                               {"fabricmanager": s["driver"]} if self.driver else None))
         if "cudnn" in s and str(s["cudnn"]) not in d["cudnn"]["releases"]:
-            self.add(_unknown("cudnn", s["cudnn"], "known: " + ", ".join(d["cudnn"]["releases"]),
+            self.add(_unknown("cudnn", s["cudnn"], "known: " + _known(d["cudnn"]["releases"]),
                               "Set kiln_stack.cudnn to a full cuDNN version listed in data/compat.yml (e.g. 9.17.1.4)."))
         if "nccl" in s:
             ver, build = _parse_nccl(s["nccl"])
             entry = d["nccl"]["releases"].get(ver)
             if not entry:
-                self.add(_unknown("nccl", s["nccl"], "known: " + ", ".join(d["nccl"]["releases"]),
+                self.add(_unknown("nccl", s["nccl"], "known: " + _known(d["nccl"]["releases"]),
                                   "Set kiln_stack.nccl to an NCCL version listed in data/compat.yml (e.g. 2.21.5)."))
             elif build and build not in entry["builds"]:
-                self.add(_unknown("nccl", s["nccl"], f"known builds of {ver}: " + ", ".join(entry["builds"]),
+                self.add(_unknown("nccl", s["nccl"], f"known builds of {ver}: " + _known(entry["builds"]),
                                   f"Use one of the known builds of NCCL {ver} or drop the +cuda suffix.",
                                   {"nccl": ver}))
         if "torch" in s:
@@ -514,7 +657,7 @@ class _Checker:
         for comp in ("container_toolkit", "dcgm"):
             if comp in s and str(s[comp]) not in d[comp]["releases"]:
                 newest = max(d[comp]["releases"], key=kiln_version_key)
-                self.add(_unknown(comp, s[comp], "known: " + ", ".join(d[comp]["releases"]),
+                self.add(_unknown(comp, s[comp], "known: " + _known(d[comp]["releases"]),
                                   f"Set kiln_stack.{comp} to a version listed in data/compat.yml, e.g. \"{newest}\".",
                                   {comp: newest}))
         if "ofed" in s:
@@ -522,7 +665,7 @@ class _Checker:
         if "slurm" in s:
             for daemon, ver in s["slurm"].items():
                 if daemon not in NESTED_KEYS["slurm"]:
-                    raise AnsibleFilterError(f"kiln: kiln_stack.slurm has unknown key {daemon!r}; use {list(NESTED_KEYS['slurm'])}")
+                    raise AnsibleFilterError(f"kiln: kiln_stack.slurm has unknown key {show(daemon)}; use {list(NESTED_KEYS['slurm'])}")
                 if not re.match(r"^\d{2}\.\d{2}(\.\d+)?$", ver) or _slurm_major(ver) not in d["slurm"]["releases"]:
                     self.add(_unknown(f"slurm.{daemon}", ver, "known majors: " + ", ".join(d["slurm"]["releases"]),
                                       f"Set kiln_stack.slurm.{daemon} to a Slurm release such as \"25.11\"."))
@@ -560,7 +703,7 @@ class _Checker:
         self.resolve()
         for rule in (self.r_cuda_driver, self.r_gpu_cuda, self.r_gpu_driver, self.r_flavor, self.r_fabricmanager,
                      self.r_cuda_os, self.r_cudnn, self.r_nccl, self.r_torch, self.r_dcgm, self.r_ofed, self.r_slurm,
-                     self.r_kubernetes, self.r_driver_eol, self.r_gpu_detected, self.r_denylist):
+                     self.r_kubernetes, self.r_driver_eol, self.r_gpu_detected, self.r_dcgm_exporter, self.r_denylist):
             rule()
         return self.out
 
@@ -950,16 +1093,47 @@ class _Checker:
                 self._driver_fix(target) if target else None, entry["confidence"], entry["source"], severity=WARNING))
 
     def r_gpu_detected(self) -> None:
-        det = self.s.get("detected_gpu")
-        if not det or "gpu" not in self.s or not self.gpu:
+        """Detected hardware against intent: every GPU the host reports must be known and match kiln_stack.gpu."""
+        if not self.detected:
             return
-        found = _gpu_entry(det)
-        if found and found["model"] != self.gpu["model"]:
+        intent = self.gpu
+        for det in self.detected:
+            found = _gpu_entry(det)
+            if not found:
+                said = f"the inventory says gpu {self.s['gpu']}" if "gpu" in self.s else "the inventory names no gpu"
+                self.add(_violation(
+                    "gpu-detected-unknown", ["gpu"],
+                    f"The host reports a GPU with PCI id {show(det)}, which data/compat.yml does not know ({said}), "
+                    f"so kiln cannot check the stack against the hardware.",
+                    "Add the GPU to gpus: in data/compat.yml with a source, or accept rule gpu-detected-unknown in "
+                    "kiln_stack_allow with a reason (then it is a warning).",
+                    None, "VERIFIED", "host facts (library/kiln_gpu_facts)"))
+                continue
+            if intent is None:
+                intent = found  # the first known detected GPU stands in for an absent kiln_stack.gpu
+                continue
+            exact = intent["variant"] is not None  # the inventory named a board, not only a model
+            same = found["model"] == intent["model"] and (not exact or found["pci_id"] == intent["pci_id"])
+            if not same:
+                what = intent["name"] if self.s.get("gpu") in (None, intent["name"]) else f"{self.s['gpu']} ({intent['name']})"
+                self.add(_violation(
+                    "gpu-detected", ["gpu"],
+                    f"Inventory says gpu {what} but the host reports {found['name']} ({show(det)}).",
+                    f"Set kiln_stack.gpu to {found['variant'] or found['model']} for these hosts, or check the hardware.",
+                    {"gpu": found["variant"] or found["model"]}, "VERIFIED", "host facts"))
+
+    def r_dcgm_exporter(self) -> None:
+        exp, dcgm = self.s.get("dcgm_exporter"), self.s.get("dcgm")
+        if not exp or not dcgm:
+            return
+        exp_dcgm = exp.lstrip("v").split("-")[0]
+        if _major(exp_dcgm) != _major(dcgm):
             self.add(_violation(
-                "gpu-detected", ["gpu"],
-                f"Inventory says gpu {self.s['gpu']} but the host reports {found['name']} ({det}).",
-                f"Set kiln_stack.gpu to {found['variant'] or found['model']} for these hosts.",
-                {"gpu": found["variant"] or found["model"]}, "VERIFIED", "host facts"))
+                "dcgm-exporter", ["dcgm_exporter", "dcgm"],
+                f"dcgm-exporter {exp} is built for DCGM {exp_dcgm}, but DCGM is {dcgm}: the exporter needs the same "
+                f"DCGM major.",
+                f"Set kiln_stack.dcgm_exporter to a {_major(dcgm)}.x build (<DCGM version>-<exporter version>).",
+                None, "DERIVED", self.d["sources"]["gpu_operator_lifecycle"]))
 
     def r_denylist(self) -> None:
         for entry in _active_denylist(self.today):
@@ -1054,34 +1228,68 @@ def _dcgm_cuda_major(stack: Mapping[str, Any], gpu: dict[str, Any] | None) -> st
     return str(major) if major else None
 
 
+RULES = (
+    "unknown-version", "cuda-driver", "cuda-driver-mvc", "gpu-cuda-min", "gpu-cuda-max",
+    "gpu-driver-min", "gpu-driver-max", "driver-flavor-branch", "driver-flavor-gpu", "fabricmanager-driver", "cuda-os",
+    "cudnn-cuda", "cudnn-gpu", "nccl-cuda", "nccl-gpu", "torch-cuda", "torch-gpu", "torch-driver", "dcgm-driver",
+    "dcgm-gpu", "dcgm-cuda", "dcgm-exporter", "ofed-mlnx-support", "gpudirect-flavor", "gpudirect-kernel",
+    "slurm-order", "slurm-skew", "kubernetes-kubelet-skew", "kubernetes-kubectl-skew", "driver-branch-eol",
+    "gpu-detected", "gpu-detected-unknown", "denylist",
+)
+"""Rule ids a kiln_stack_allow entry may accept (``invalid-stack`` never can)."""
+
+
 def _check_allow(allow: Any) -> list[dict[str, str]]:
-    if allow in (None, ""):
-        return []
-    if isinstance(allow, Mapping) or isinstance(allow, (str, bytes)) or not isinstance(allow, Iterable):
-        raise AnsibleFilterError(f"kiln: kiln_stack_allow must be a list of {{rule, reason}} dicts, got {allow!r}")
+    problems = schema.check_allow(allow, RULES)
+    if problems:
+        raise AnsibleFilterError(f"kiln: {_problems_text(problems)}")
+    return [{"rule": str(a["rule"]), "reason": str(a["reason"])} for a in (allow or [])]
+
+
+def _invalid(problems: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
     out = []
-    for item in allow:
-        if not isinstance(item, Mapping) or not item.get("rule") or not str(item.get("reason") or "").strip():
-            raise AnsibleFilterError(
-                f"kiln: every kiln_stack_allow entry needs a rule and a non-empty reason, got {item!r}")
-        out.append({"rule": str(item["rule"]), "reason": str(item["reason"])})
+    for p in problems:
+        v = _violation("invalid-stack", [p["key"]], p["message"], p["fix"], None, "VERIFIED", "docs/compat.md")
+        v.update(allowed=False, allow_reason=None)
+        out.append(v)
     return out
 
 
+def _parse_today(today: Any) -> datetime.date | None:
+    if not today:
+        return None
+    try:
+        return datetime.date.fromisoformat(str(today)[:10])
+    except ValueError as exc:
+        raise AnsibleFilterError(f"kiln: today must be a date YYYY-MM-DD, got {show(today)}") from exc
+
+
 def kiln_stack_violations(stack: Mapping[str, Any] | None, allow: Sequence[Mapping[str, str]] | None = None,
-                          today: str | None = None) -> list[dict[str, Any]]:
+                          today: str | None = None, detected: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Check a kiln_stack against the compatibility data.
 
     Returns a list of violation dicts (``rule``, ``components``, ``severity``,
     ``message``, ``fix``, ``fix_stack``, ``confidence``, ``source``, ``allowed``,
-    ``allow_reason``); ``[]`` means the stack is compatible. ``allow`` turns
-    violations of the listed rules into warnings (``allowed: true``).
-    ``today`` (YYYY-MM-DD) pins the date used for denylist expiry.
+    ``allow_reason``); ``[]`` means the stack is compatible. The input schema is
+    checked first: a malformed stack or allow list yields only ``invalid-stack``
+    violations (one per problem, naming the key) and no rule runs. ``allow``
+    turns violations of the listed rules into warnings (``allowed: true``).
+    ``today`` (YYYY-MM-DD) pins the date used for denylist expiry. ``detected``
+    lists the GPUs (PCI ids or names) the host reports, checked against ``gpu``.
     """
+    problems = stack_problems(stack) + schema.check_allow(allow, RULES)
+    if isinstance(detected, (str, bytes)):
+        detected = [detected]
+    if detected is not None and (not isinstance(detected, (list, tuple))
+                                 or not all(isinstance(x, str) and len(x) <= schema.MAX_TEXT for x in detected)):
+        problems.append({"key": "detected", "message": f"detected GPUs are {show(detected)}; expected a list of PCI ids.",
+                         "fix": "Pass the host's GPU PCI ids (ansible_facts['kiln_gpu']['gpus'][*]['pci_device_id'])."})
+    if problems:
+        return _invalid(problems)
     allow_list = _check_allow(allow)
-    day = datetime.date.fromisoformat(str(today)) if today else None
-    norm = _normalise_stack(stack)
-    result = _Checker(norm, day).run()
+    day = _parse_today(today)
+    norm, asked, result = _canonical(_normalise_stack(stack))
+    result = result + _Checker(norm, day, asked, detected or ()).run()
     reasons = {a["rule"]: a["reason"] for a in allow_list}
     for v in result:
         if v["rule"] in reasons:
@@ -1105,11 +1313,11 @@ def kiln_recommend_stack(gpu: str, os: str | None = None, torch: str | None = No
     d = compat_data()
     g = _gpu_entry(gpu)
     if not g:
-        raise AnsibleFilterError(f"kiln_recommend_stack: unknown GPU {gpu!r}; known models: {', '.join(d['gpus'])}")
+        raise AnsibleFilterError(f"kiln_recommend_stack: unknown GPU {show(gpu)}; known models: {', '.join(d['gpus'])}")
     os_id = os or d["recommend"]["os"]
     osx = _os_entry(os_id)
     if not osx:
-        raise AnsibleFilterError(f"kiln_recommend_stack: unknown OS {os_id!r}")
+        raise AnsibleFilterError(f"kiln_recommend_stack: unknown OS {show(os_id)}")
     os_key, os_entry = osx
     served = set(os_entry.get("cuda_majors") or [])
     max_major = int(g["max_cuda_major"]) if g.get("max_cuda_major") else 99
@@ -1131,7 +1339,7 @@ def kiln_recommend_stack(gpu: str, os: str | None = None, torch: str | None = No
         key, full, pinned = _parse_torch(torch)
         rel = d["torch"]["releases"].get(key) if key else None
         if not rel:
-            raise AnsibleFilterError(f"kiln_recommend_stack: unknown PyTorch release {torch!r}; known: {', '.join(d['torch']['releases'])}")
+            raise AnsibleFilterError(f"kiln_recommend_stack: unknown PyTorch release {show(torch)}; known: {', '.join(d['torch']['releases'])}")
         torch_candidates = [(key, full, rel, pinned)]
     else:
         torch_candidates = [(k, r.get("latest_patch", k), r, None)
@@ -1200,7 +1408,7 @@ def kiln_gpu(gpu: str) -> dict[str, Any]:
     """Describe a GPU (model, variant, PCI id, arch, compute capability, NVSwitch, TDP)."""
     info = _gpu_entry(gpu)
     if not info:
-        raise AnsibleFilterError(f"kiln_gpu: unknown GPU {gpu!r}; known models: {', '.join(compat_data()['gpus'])}")
+        raise AnsibleFilterError(f"kiln_gpu: unknown GPU {show(gpu)}; known models: {', '.join(compat_data()['gpus'])}")
     return info
 
 
@@ -1229,10 +1437,17 @@ def kiln_resolve_stack(stack: Mapping[str, Any]) -> dict[str, Any]:
     Adds ``cuda_full`` (newest known patch of the requested minor), ``driver_branch``,
     ``driver_flavor`` (explicit or the default for the GPU/branch), ``nccl_build``,
     ``torch_variant``, ``dcgm_cuda_major``, ``pkg_mgr`` and ``cuda_repo`` to a copy of the stack.
+    Versions given with fewer components are replaced by the unique release they
+    name (``cudnn: 9.5.1`` -> ``9.5.1.17``); ``resolved_from`` maps each such key
+    to what was written. A malformed or ambiguous stack raises AnsibleFilterError.
     """
-    s = _normalise_stack(stack)
+    s, asked, problems = _canonical(_normalise_stack(stack))
+    if problems:
+        raise AnsibleFilterError("kiln: " + " | ".join(f"{p['message']} Fix: {p['fix']}" for p in problems))
     d = compat_data()
     out: dict[str, Any] = copy.deepcopy(s)
+    if asked:
+        out["resolved_from"] = dict(asked)
     g = _gpu_entry(s["gpu"]) if "gpu" in s else None
     if s.get("os"):
         osx = _os_entry(s["os"])
@@ -1293,7 +1508,7 @@ def _pkg_mgr_and_el(target: str | None, stack: Mapping[str, Any]) -> tuple[str, 
         raise AnsibleFilterError("kiln: need a package manager (apt|dnf) or an OS (kiln_stack.os) to render package strings")
     osx = _os_entry(os_id)
     if not osx:
-        raise AnsibleFilterError(f"kiln: unknown OS {os_id!r} for package rendering")
+        raise AnsibleFilterError(f"kiln: unknown OS {show(os_id)} for package rendering")
     return osx[1]["pkg_mgr"], osx[1].get("el")
 
 
@@ -1316,7 +1531,7 @@ def kiln_pkg(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = Non
     are not installed from a package repository).
     """
     if component not in PACKAGE_COMPONENTS:
-        raise AnsibleFilterError(f"kiln_pkg: unknown component {component!r}; use one of {list(PACKAGE_COMPONENTS)}")
+        raise AnsibleFilterError(f"kiln_pkg: unknown component {show(component)}; use one of {list(PACKAGE_COMPONENTS)}")
     r = kiln_resolve_stack(stack)
     mgr, el = _pkg_mgr_and_el(pkg_mgr, r)
     fields: dict[str, Any] = {"el": el or ""}
@@ -1416,10 +1631,10 @@ def kiln_cuda_repo(os: str, base_url: str | None = None, arch: str = "x86_64") -
     """
     osx = _os_entry(os)
     if not osx:
-        raise AnsibleFilterError(f"kiln_cuda_repo: unknown OS {os!r}")
+        raise AnsibleFilterError(f"kiln_cuda_repo: unknown OS {show(os)}")
     repo = compat_data()["repos"]["cuda"]
     if arch not in repo["arch_dirs"]:
-        raise AnsibleFilterError(f"kiln_cuda_repo: unknown arch {arch!r}; use one of {list(repo['arch_dirs'])}")
+        raise AnsibleFilterError(f"kiln_cuda_repo: unknown arch {show(arch)}; use one of {list(repo['arch_dirs'])}")
     key, entry = osx
     distro = entry["cuda_repo"]
     url = f"{_base(base_url, repo['base_url'])}/{distro}/{repo['arch_dirs'][arch]}/"
@@ -1444,10 +1659,10 @@ def kiln_container_toolkit_repo(os: str, base_url: str | None = None, arch: str 
     """NVIDIA Container Toolkit repository (stable channel) for an OS; ``base_url`` for mirrors."""
     osx = _os_entry(os)
     if not osx:
-        raise AnsibleFilterError(f"kiln_container_toolkit_repo: unknown OS {os!r}")
+        raise AnsibleFilterError(f"kiln_container_toolkit_repo: unknown OS {show(os)}")
     repo = compat_data()["repos"]["container_toolkit"]
     if arch not in repo["deb_arch_dirs"]:
-        raise AnsibleFilterError(f"kiln_container_toolkit_repo: unknown arch {arch!r}; use one of {list(repo['deb_arch_dirs'])}")
+        raise AnsibleFilterError(f"kiln_container_toolkit_repo: unknown arch {show(arch)}; use one of {list(repo['deb_arch_dirs'])}")
     base = _base(base_url, repo["base_url"])
     key, entry = osx
     out: dict[str, Any] = {"os": key, "arch": arch, "pkg_mgr": entry["pkg_mgr"], "key_url": f"{base}/{repo['gpgkey']}"}
@@ -1477,32 +1692,34 @@ def kiln_torch_index(stack: Mapping[str, Any], base_url: str | None = None) -> d
 # inventory-wide evaluation (preflight / plan)
 
 
-def _has_template(value: Any) -> bool:
-    if isinstance(value, str):
-        return "{{" in value or "{%" in value
-    if isinstance(value, Mapping):
-        return any(_has_template(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_has_template(v) for v in value)
-    return False
-
-
 def _plain(value: Any) -> Any:
-    """Strip Ansible's tagged/lazy containers down to plain JSON-able data."""
+    """Strip Ansible's tagged/lazy containers and scalars down to plain Python data.
+
+    Only called on values :func:`schema.measure` has bounded, so aliases expand
+    to at most MAX_NODES values. Types other than str/bool/int/float/None/list/
+    dict are kept as they are, so the schema can say what YAML made of them.
+    """
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {(str(k) if isinstance(k, str) else k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if isinstance(value, (bool, int, float)) or value is None:
-        return value
-    return str(value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
 
 
-def _detected_gpu(facts: Any) -> str | None:
+def _detected_gpus(facts: Any) -> list[str]:
+    """Distinct GPUs (PCI ids, else names) a host's facts report, in order; [] without facts."""
     if not isinstance(facts, Mapping):
-        return None
+        return []
     candidates: list[Any] = []
-    for key in ("kiln_gpus", "kiln_gpu"):
+    for key in ("kiln_gpu", "kiln_gpus"):
         if facts.get(key):
             candidates.append(facts[key])
     local = facts.get("ansible_local")
@@ -1511,70 +1728,92 @@ def _detected_gpu(facts: Any) -> str | None:
             sub = local.get(key)
             if isinstance(sub, Mapping):
                 candidates.extend(sub.get(k) for k in ("gpus", "gpu", "model") if sub.get(k))
-    for cand in candidates:
+    found: list[str] = []
+    for cand in candidates[:1]:  # the first source that reports anything is the authority
         if isinstance(cand, Mapping) and isinstance(cand.get("gpus"), (list, tuple)):
             cand = cand["gpus"]  # library/kiln_gpu_facts: ansible_facts.kiln_gpu.gpus
-        if isinstance(cand, (list, tuple)):
-            cand = cand[0] if cand else None
-        if isinstance(cand, Mapping):
-            cand = cand.get("pci_device_id") or cand.get("pci_id") or cand.get("model") or cand.get("name")
-        if cand:
-            return str(cand)
-    return None
+        items = cand if isinstance(cand, (list, tuple)) else [cand]
+        for item in items[:64]:
+            if isinstance(item, Mapping):
+                item = item.get("pci_device_id") or item.get("pci_id") or item.get("model") or item.get("name")
+            if isinstance(item, str) and item and item not in found:
+                found.append(item[:schema.MAX_TEXT])
+    return found
+
+
+def _input(stack_raw: Any, allow_raw: Any, var: str, allow_var: str) -> tuple[Any, Any, bool, list[dict[str, str]]]:
+    """Bound, copy and pre-check one host's (kiln_stack, kiln_stack_allow): (stack, allow, templated, problems)."""
+    problems: list[dict[str, str]] = []
+    sizes = {}
+    for name, raw in ((var, stack_raw), (allow_var, allow_raw)):
+        sizes[name] = schema.measure(raw)
+        if sizes[name].over():
+            problems.append(schema.too_large(name, sizes[name]))
+    if problems:
+        return None, None, False, problems
+    stack = _plain(stack_raw) if stack_raw is not None else {}
+    allow = _plain(allow_raw) if allow_raw else []
+    templated = sizes[var].templated or sizes[allow_var].templated
+    problems = schema.check_stack(stack, _schema_extra, var) + schema.check_allow(allow, RULES, allow_var)
+    return stack, allow, templated, problems
 
 
 def kiln_stacks_by_host(hostvars: Mapping[str, Any], hosts: Sequence[str], var: str = "kiln_stack",
                         allow_var: str = "kiln_stack_allow") -> list[dict[str, Any]]:
-    """Group hosts by their distinct (stack, allow list).
+    """Group hosts by their distinct (stack, allow list, detected GPUs).
 
-    Walks ``hostvars`` once for ``hosts`` and returns ``[{stack, allow, hosts}]`` in
-    order of first appearance; stacks are compared by canonical JSON. A GPU reported
-    by host facts (``ansible_facts.kiln_gpus`` / ``kiln_gpu`` / ``ansible_local``)
-    becomes ``stack.gpu`` when the inventory has none, or ``stack.detected_gpu``.
+    Walks ``hostvars`` once for ``hosts`` and returns ``[{stack, allow, hosts,
+    detected_gpus, problems}]`` in order of first appearance; stacks are compared
+    by canonical JSON. Each distinct input object is size-checked once before it
+    is copied (an alias bomb is refused, not expanded: ``problems``). GPUs reported
+    by host facts (``ansible_facts.kiln_gpu`` / ``kiln_gpus`` / ``ansible_local``)
+    go to ``detected_gpus``; the first known one becomes ``stack.gpu`` when the
+    inventory names none.
     """
     if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Iterable):
-        raise AnsibleFilterError(f"kiln_stacks_by_host: hosts must be a list of host names, got {hosts!r}")
+        raise AnsibleFilterError(f"kiln_stacks_by_host: hosts must be a list of host names, got {show(hosts)}")
     raw_get = getattr(hostvars, "raw_get", None)
     groups: dict[str, dict[str, Any]] = {}
-    # id() -> (stack object, allow object, key). Holding the objects keeps their ids
-    # stable; hosts sharing a group_vars dict then cost one dict lookup each.
-    by_id: dict[tuple[int, int], tuple[Any, Any, str]] = {}
+    # id() -> (stack object, allow object, prepared input). Holding the objects keeps
+    # their ids stable; hosts sharing a group_vars dict then cost one dict lookup each.
+    by_id: dict[tuple[int, int], tuple[Any, Any, tuple[Any, Any, bool, list[dict[str, str]]]]] = {}
     for host in hosts:
         if raw_get is not None:
             hv = raw_get(host)
             if not isinstance(hv, Mapping):
-                raise AnsibleFilterError(f"kiln_stacks_by_host: host {host!r} is not in the inventory")
+                raise AnsibleFilterError(f"kiln_stacks_by_host: host {show(host)} is not in the inventory")
         else:
             hv = hostvars[host]
         stack_raw = hv.get(var)
         allow_raw = hv.get(allow_var)
-        facts = hv.get("ansible_facts") if "ansible_facts" in hv else None
-        if raw_get is not None and (_has_template(stack_raw) or _has_template(allow_raw) or _has_template(facts)):
-            templated = hostvars[host]
-            stack_raw = templated.get(var)
-            allow_raw = templated.get(allow_var)
-            facts = templated.get("ansible_facts") if "ansible_facts" in templated else None
-        det = _detected_gpu(facts) if facts else None
         ident = (id(stack_raw), id(allow_raw))
         cached = by_id.get(ident)
-        if cached is not None and not det and cached[0] is stack_raw and cached[1] is allow_raw:
-            key = cached[2]
+        if cached is not None and cached[0] is stack_raw and cached[1] is allow_raw:
+            prepared = cached[2]
         else:
-            stack = _plain(stack_raw) if stack_raw is not None else {}
-            if not isinstance(stack, dict):
-                stack = {"__invalid__": stack}
-            if det:
-                stack = dict(stack)
-                if stack.get("gpu"):
-                    stack["detected_gpu"] = det
-                else:
-                    stack["gpu"] = det
-            allow = _plain(allow_raw) if allow_raw else []
-            key = json.dumps([stack, allow], sort_keys=True, default=str)
-            if not det:
-                by_id[ident] = (stack_raw, allow_raw, key)
-            if key not in groups:
-                groups[key] = {"stack": stack, "allow": allow, "hosts": []}
+            prepared = _input(stack_raw, allow_raw, var, allow_var)
+            by_id[ident] = (stack_raw, allow_raw, prepared)
+        stack, allow, templated, problems = prepared
+        if templated and raw_get is not None:  # render this host's templates, then check what they became
+            templated_vars = hostvars[host]
+            stack, allow, _t, problems = _input(templated_vars.get(var), templated_vars.get(allow_var), var, allow_var)
+        facts = hv.get("ansible_facts") if "ansible_facts" in hv else None
+        detected = _detected_gpus(facts) if facts else []
+        if problems:
+            key = "!" + json.dumps(problems, sort_keys=True)
+            item = {"stack": None, "allow": [], "problems": problems}
+        else:
+            if detected and isinstance(stack, dict) and not stack.get("gpu"):
+                known = next((d for d in detected if _gpu_entry(d)), None)
+                if known:
+                    stack = dict(stack, gpu=known)
+            try:
+                key = json.dumps([stack, allow, detected], sort_keys=True, default=repr)
+            except (TypeError, ValueError):  # keys YAML made non-strings: still one group per distinct input
+                key = repr([stack, allow, detected])
+            item = {"stack": stack, "allow": allow, "problems": []}
+        if key not in groups:
+            groups[key] = {**item, "hosts": [], **({"detected_gpus": detected} if detected else {})}
         groups[key]["hosts"].append(str(host))
     return list(groups.values())
 
@@ -1644,14 +1883,17 @@ def kiln_stack_report(stacks: Sequence[Mapping[str, Any]], today: str | None = N
         hosts = list(item.get("hosts") or [])
         hostlist = kiln_hostlist(hosts)
         try:
-            if "__invalid__" in (item.get("stack") or {}):
-                raise AnsibleFilterError(f"kiln_stack must be a dict, got {item['stack']['__invalid__']!r}")
-            viols = kiln_stack_violations(item.get("stack"), item.get("allow"), today)
+            if item.get("problems"):
+                viols = _invalid(item["problems"])
+            else:
+                viols = kiln_stack_violations(item.get("stack"), item.get("allow"), today, item.get("detected_gpus"))
         except AnsibleFilterError as exc:
-            viols = [_violation("invalid-stack", ["kiln_stack"], f"{exc}".replace("kiln: ", ""),
-                                "Fix the shape of kiln_stack / kiln_stack_allow for these hosts (see docs/compat.md).",
-                                None, "VERIFIED", "docs/compat.md")]
-            viols[0].update(allowed=False, allow_reason=None)
+            viols = _invalid([{"key": "kiln_stack", "message": f"{exc}".replace("kiln: ", "")[:2000],
+                               "fix": "Fix kiln_stack / kiln_stack_allow for these hosts (see docs/compat.md)."}])
+        except Exception as exc:  # noqa: BLE001 - fail closed with a message, never a traceback
+            viols = _invalid([{"key": "kiln_stack",
+                               "message": f"kiln could not evaluate this stack ({type(exc).__name__}: {show(str(exc), 200)}).",
+                               "fix": "This is a kiln bug: report it with the stack; preflight refuses the stack meanwhile."}])
         where = f"{hostlist} ({len(hosts)} host{'s' if len(hosts) != 1 else ''})"
         for v in viols:
             line = f"[{v['rule']}] {where}: {v['message']} Fix: {v['fix']}"
@@ -1661,7 +1903,8 @@ def kiln_stack_report(stacks: Sequence[Mapping[str, Any]], today: str | None = N
                 line += f" [allowed: {v['allow_reason']}]"
             (errors if v["severity"] == ERROR else warnings).append(line)
         out.append({"stack": item.get("stack"), "allow": item.get("allow") or [], "hosts": hosts,
-                    "hostlist": hostlist, "violations": viols})
+                    "hostlist": hostlist, "violations": viols, "problems": item.get("problems") or [],
+                    **({"detected_gpus": item["detected_gpus"]} if item.get("detected_gpus") else {})})
     return {"stacks": out, "errors": errors, "warnings": warnings, "error_count": len(errors),
             "warning_count": len(warnings), "evaluations": len(out)}
 
@@ -1680,6 +1923,13 @@ def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence
     for idx, item in enumerate(stacks):
         stack = item.get("stack") or {}
         entry: dict[str, Any] = {"stack": stack, "errors": []}
+        problems = item.get("problems") or stack_problems(item.get("stack"))
+        if problems:  # never render packages from (or echo) a malformed stack
+            entry = {"stack": {}, "errors": [f"{p['message']} Fix: {p['fix']}" for p in problems]}
+            rendered.append(entry)
+            for h in item.get("hosts") or []:
+                host_to_stack[str(h)] = idx
+            continue
         try:
             resolved = kiln_resolve_stack(stack)
             entry["resolved"] = {k: v for k, v in resolved.items() if k != "gpu_info"}
@@ -1750,6 +2000,8 @@ def kiln_plan_text(plan: Mapping[str, Any]) -> list[str]:
                 extra = ""
                 if key == "cuda" and res.get("cuda_full") and res["cuda_full"] != str(stack[key]):
                     extra = f" -> {res['cuda_full']}"
+                elif key in (res.get("resolved_from") or {}):
+                    extra = f" -> {res[key]}"
                 if key == "torch" and res.get("torch_variant"):
                     extra = f" ({res['torch_variant']})"
                 if key == "gpu" and st.get("gpu"):

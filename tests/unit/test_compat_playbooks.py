@@ -112,3 +112,52 @@ def test_detected_gpu_from_host_facts_joins_the_stack(tmp_path: Path) -> None:
     assert res.returncode != 0, out
     assert "5 hosts, 2 distinct stacks, 1 errors" in out
     assert "[gpu-detected] gpu02 (1 host): Inventory says gpu H100-SXM5-80GB but the host reports A100-SXM4-80GB" in out
+
+
+BOMB_GROUP = """---
+kiln_stack:
+  gpu: H100
+  a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+  b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+  c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+  d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+  e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+  f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+  g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+  h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+  i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
+"""
+
+
+def test_hostile_inventory_is_refused_fast_with_one_line_per_problem(tmp_path: Path) -> None:
+    """Issue 12's hostile inventories through the real preflight: clear, bounded, fast, nothing else runs."""
+    inv = tmp_path / "inv"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "hosts.yml").write_text(
+        "all:\n  children:\n    good: {hosts: {g01: {}, g02: {}}}\n    bomb: {hosts: {b01: {}}}\n"
+        "    floaty: {hosts: {f01: {}, f02: {}}}\n    typo: {hosts: {t01: {}}}\n    huge: {hosts: {h01: {}}}\n")
+    (inv / "group_vars" / "good.yml").write_text(
+        'kiln_stack: {gpu: H100, os: ubuntu-24.04, driver: "580.95", cuda: "13.0", cudnn: "9.17.1"}\n')
+    (inv / "group_vars" / "bomb.yml").write_text(BOMB_GROUP)
+    (inv / "group_vars" / "floaty.yml").write_text(
+        "kiln_stack: {cuda: 12.10, torch: 2.10, os: rocky-9garbage, driver_flavor: OPEN,"
+        " ofed: {kind: doca, version: latest}}\n")
+    (inv / "group_vars" / "typo.yml").write_text('kiln_stack: {drvier: "580.95.05", driver: "", dcgm: latest}\n')
+    (inv / "group_vars" / "huge.yml").write_text('kiln_stack: {cuda: "1.' + "2" * 20_000_000 + '"}\n')
+    res = run("playbooks/preflight.yml", "-i", str(inv), tmp_path=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2, out[-3000:]
+    assert len(out) < 100_000  # the 20 MB value is not echoed
+    assert "Traceback" not in out and "list index out of range" not in out
+    flat = out.replace("\n        ", " ").replace("''", "'").replace("\\'", "'")  # undo YAML/repr line folding
+    for line in ("[invalid-stack] b01 (1 host): kiln_stack is more than 2,000 values once YAML aliases are expanded",
+                 "[invalid-stack] f[01-02] (2 hosts): kiln_stack.cuda is the YAML float 12.1",
+                 "kiln_stack.torch is the YAML float 2.1",
+                 "kiln_stack.os is 'rocky-9garbage': not an operating system kiln knows",
+                 "kiln_stack.driver_flavor is 'OPEN'; allowed: open, proprietary. Did you mean 'open'?",
+                 "kiln_stack.ofed.version is 'latest'",
+                 "[invalid-stack] t01 (1 host): kiln_stack has an unknown key 'drvier'. Did you mean 'driver'?",
+                 "kiln_stack.driver is empty", "kiln_stack.dcgm is 'latest'",
+                 "[invalid-stack] h01 (1 host): kiln_stack is more than 65,536 characters of text"):
+        assert line in flat, line
+    assert "g[01-02]" not in out.split("Stop before any host")[-1]  # the good stack has no finding

@@ -58,7 +58,10 @@ def test_adding_an_absent_component_never_removes_a_violation(base: dict[str, An
         return
     extended = dict(base)
     extended[extra_key] = data.draw(st.sampled_from(VALUES[extra_key]))
-    assert ident(kc.kiln_stack_violations(base)) <= ident(kc.kiln_stack_violations(extended))
+    after = kc.kiln_stack_violations(extended)
+    if any(v["rule"] == "invalid-stack" for v in after):
+        return  # a malformed value stops the check before any rule: still refused, never compatible
+    assert ident(kc.kiln_stack_violations(base)) <= ident(after)
 
 
 @SETTINGS

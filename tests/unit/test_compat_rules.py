@@ -198,8 +198,11 @@ def test_example_broken_stack_fixes_converge() -> None:
     ],
 )
 def test_unknown_version_is_never_a_silent_pass(stack: dict[str, Any], component: str) -> None:
-    found = [v for v in kc.kiln_stack_violations(stack) if v["rule"] == "unknown-version"]
-    assert found and found[0]["components"] == [component] and found[0]["severity"] == "error"
+    # a value of the wrong shape is refused by the schema (invalid-stack), one of the right
+    # shape that the data does not know by unknown-version: both errors naming the key
+    found = [v for v in kc.kiln_stack_violations(stack) if v["rule"] in ("unknown-version", "invalid-stack")]
+    assert found and found[0]["components"][0] in (component, f"kiln_stack.{component}"), found
+    assert found[0]["severity"] == "error"
     assert value_text(stack, component) in found[0]["message"]
 
 
@@ -226,8 +229,9 @@ def test_allow_list_turns_error_into_warning() -> None:
 
 @pytest.mark.parametrize("allow", [[{"rule": "cuda-driver"}], [{"rule": "cuda-driver", "reason": " "}], "cuda-driver", [["x"]]])
 def test_allow_list_needs_reasons(allow: Any) -> None:
-    with pytest.raises(AnsibleFilterError, match="kiln_stack_allow"):
-        kc.kiln_stack_violations({"cuda": "13.0"}, allow)
+    found = kc.kiln_stack_violations({"cuda": "13.0"}, allow)
+    assert found and {v["rule"] for v in found} == {"invalid-stack"}
+    assert all(v["components"][0].startswith("kiln_stack_allow") and v["severity"] == "error" for v in found)
 
 
 def test_empty_and_absent_stacks_are_compatible() -> None:
@@ -238,8 +242,11 @@ def test_empty_and_absent_stacks_are_compatible() -> None:
 
 @pytest.mark.parametrize("bad", ["H100", ["H100"], {"ofed": ["doca"]}, {"slurm": {"slurmdx": "24.11"}}])
 def test_malformed_stacks_raise(bad: Any) -> None:
-    with pytest.raises(AnsibleFilterError, match="kiln"):
-        kc.kiln_stack_violations(bad)
+    found = kc.kiln_stack_violations(bad)
+    assert found and {v["rule"] for v in found} == {"invalid-stack"} and found[0]["severity"] == "error"
+    assert found[0]["components"][0].startswith("kiln_stack")
+    with pytest.raises(AnsibleFilterError, match="kiln_stack"):
+        kc.kiln_resolve_stack(bad)
 
 
 def test_gpu_by_pci_id_and_variant() -> None:
@@ -252,10 +259,10 @@ def test_gpu_by_pci_id_and_variant() -> None:
 
 
 def test_detected_gpu_mismatch() -> None:
-    found = kc.kiln_stack_violations({"gpu": "H100", "detected_gpu": "10de:20b2"})
+    found = kc.kiln_stack_violations({"gpu": "H100"}, detected=["10de:20b2"])
     assert [v["rule"] for v in found] == ["gpu-detected"]
     assert found[0]["fix_stack"] == {"gpu": "A100-SXM4-80GB"}
-    assert kc.kiln_stack_violations({"gpu": "H100", "detected_gpu": "10de:2330"}) == []
+    assert kc.kiln_stack_violations({"gpu": "H100"}, detected=["10de:2330"]) == []
 
 
 def test_denylist_expiry(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
