@@ -641,9 +641,11 @@ class _Checker:
                 self.add(_unknown("nccl", s["nccl"], "known: " + _known(d["nccl"]["releases"]),
                                   "Set kiln_stack.nccl to an NCCL version listed in data/compat.yml (e.g. 2.21.5)."))
             elif build and build not in entry["builds"]:
-                self.add(_unknown("nccl", s["nccl"], f"known builds of {ver}: " + _known(entry["builds"]),
+                weak = build in (entry.get("builds_seen_once") or []) or _major(build) in (entry.get("builds_unknown_for") or [])
+                self.add(_unknown("nccl", s["nccl"], f"known builds of {ver}: " + _known(entry["builds"])
+                                  + ("; this build is only weakly attested" if weak else ""),
                                   f"Use one of the known builds of NCCL {ver} or drop the +cuda suffix.",
-                                  {"nccl": ver}))
+                                  {"nccl": ver}, severity=WARNING if weak else ERROR))
         if "torch" in s:
             key, _full, variant = _parse_torch(s["torch"])
             entry = d["torch"]["releases"].get(key) if key else None
@@ -887,14 +889,19 @@ class _Checker:
             usable = [b for b in builds if _major(b) == _major(cuda_full) and _ge(_mm(cuda_full), b)]
             if not usable:
                 target = _pick_nccl(cuda_full, self.gpu)
+                incomplete = not build and _major(cuda_full) in (rel.get("builds_unknown_for") or [])
+                conf = "UNVERIFIED" if incomplete else _worst_conf(
+                    rel.get("builds_confidence", rel["confidence"]),
+                    self.d["nccl"]["runs_on_same_major_newer_minor"]["confidence"])
+                gap = (f" NCCL {ver} is published for CUDA {_major(cuda_full)}, but kiln's data does not name that "
+                       f"build's minor, so this is a warning." if incomplete else "")
                 self.add(_violation(
                     "nccl-cuda", ["nccl", "cuda"],
                     f"NCCL {self.s['nccl']} is built for CUDA {', '.join(builds)} and none of those builds runs on CUDA "
-                    f"{self.cuda_txt()}: a build needs the same CUDA major and a minor at or below it.",
-                    f"Set kiln_stack.nccl to {target}." if target else "Pick an NCCL build for this CUDA major.",
-                    {"nccl": target} if target else None,
-                    _worst_conf(rel["confidence"], self.d["nccl"]["runs_on_same_major_newer_minor"]["confidence"]),
-                    rel["source"]))
+                    f"{self.cuda_txt()}: a build needs the same CUDA major and a minor at or below it.{gap}",
+                    (f"Set kiln_stack.nccl to {target}" if target else "Pick an NCCL build for this CUDA major")
+                    + (f", or name the build: {ver}-1+cuda<X.Y>." if incomplete else "."),
+                    {"nccl": target} if target else None, conf, rel["source"]))
         if self.gpu:
             need = self.d["nccl"].get("min_for_arch", {}).get(self.gpu["arch"])
             if need and not _ge(ver, need["version"]):
@@ -1206,6 +1213,8 @@ def _pick_nccl(cuda_full: str, gpu: dict[str, Any] | None) -> str | None:
     best: tuple[str, str] | None = None
     for ver, rel in data["releases"].items():
         if need and not _ge(ver, need["version"]):
+            continue
+        if rel.get("confidence") == "UNVERIFIED":
             continue
         builds = [b for b in rel["builds"] if _major(b) == _major(cuda_full) and _ge(_mm(cuda_full), b)]
         if not builds:

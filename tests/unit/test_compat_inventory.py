@@ -103,11 +103,15 @@ def test_report_names_hosts_rules_and_fixes() -> None:
     assert report["evaluations"] == 2
     line = [e for e in report["errors"] if e.startswith("[cuda-driver]")][0]
     assert "gpu[01-04] (4 hosts)" in line and "550.127.05" in line and "13.0.2" in line
-    assert "kiln_stack.driver" in line and '"driver": "595.91.07"' in line
+    # the fix is the newest listed release of a supported PB/LTSB branch (R620's first, as of the data)
+    branches = kc.compat_data()["drivers"]["branches"].values()
+    newest = max((r for b in branches if b.get("status") == "supported" and b.get("type") in ("PB", "LTSB")
+                  for r in b.get("releases") or []), key=kc.kiln_version_key)
+    assert "kiln_stack.driver" in line and f'"driver": "{newest}"' in line
 
 
 def test_report_turns_malformed_stack_into_violation() -> None:
-    report = kc.kiln_stack_report([{"stack": {"__invalid__": "H100"}, "hosts": ["x"]},
+    report = kc.kiln_stack_report([{"stack": "H100", "hosts": ["x"]},
                                    {"stack": {"slurm": "24.11"}, "hosts": ["y"]}])
     assert report["error_count"] == 2 and all("[invalid-stack]" in e for e in report["errors"])
 
