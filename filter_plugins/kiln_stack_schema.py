@@ -41,7 +41,6 @@ MAX_CHARS = 64 * 1024
 SHOW = 40
 
 _A = re.ASCII
-VERSION_HINT = "Quote versions in YAML"
 
 
 def show(value: Any, limit: int = SHOW) -> str:
@@ -192,7 +191,6 @@ class Field:
     sub: Mapping[str, Field] | None = None
     shorthand: str | None = None  # nested: a plain string means {shorthand: value}
     version: bool = True  # a float/int here is an unquoted version
-    check: Callable[[str], str | None] | None = None  # extra check: returns an error text
 
     def matches(self, text: str) -> bool:
         return bool(self.pattern is None or re.fullmatch(self.pattern, text, _A))
