@@ -339,7 +339,10 @@ def _wheel_runs_on(cc: str, archs: Sequence[str] | None, ptx: str | None) -> boo
 
 
 def _schema_extra(key: str, value: str) -> str | None:
-    """Data-dependent checks of well-shaped scalars: the os must be one kiln knows."""
+    """Data-dependent checks of well-shaped scalars: the os and the RDMA stack kind must be ones the data knows."""
+    if key == "ofed.kind":
+        kinds = list(compat_data()["ofed"]["kinds"])
+        return None if value in kinds else f"allowed: {', '.join(kinds)}.{schema.suggest(value, kinds)}"
     if key == "os" and not _os_entry(value):
         data = compat_data()["os"]
         known = ", ".join(k for k in data if k != "os_aliases")
@@ -561,10 +564,8 @@ def _set_fix(stack: Mapping[str, Any], component: str, value: Any) -> dict[str, 
 class _Checker:
     """Evaluates one normalised stack. Internal: use :func:`kiln_stack_violations`."""
 
-    def __init__(self, stack: dict[str, Any], today: datetime.date | None, asked: dict[str, str] | None = None,
-                 detected: Sequence[str] = ()) -> None:
+    def __init__(self, stack: dict[str, Any], today: datetime.date | None, detected: Sequence[str] = ()) -> None:
         self.s = stack
-        self.asked = asked or {}
         self.detected = list(detected)
         self.d = compat_data()
         self.today = today
@@ -624,9 +625,6 @@ class _Checker:
                                   "Check that your repository carries it, or use a listed release"
                                   + (f" such as \"{newest}\"" if newest else "") + ".",
                                   self._driver_fix(newest) if newest else None, severity=WARNING))
-        if "driver_flavor" in s and s["driver_flavor"] not in ("open", "proprietary"):
-            self.add(_unknown("driver_flavor", s["driver_flavor"], "must be open or proprietary",
-                              "Set kiln_stack.driver_flavor to open or proprietary.", {"driver_flavor": "open"}))
         if "fabricmanager" in s and not _driver_branch(s["fabricmanager"]):
             self.add(_unknown("fabricmanager", s["fabricmanager"], "not a driver version of a known branch",
                               "Set kiln_stack.fabricmanager to exactly the driver version.",
@@ -666,17 +664,12 @@ class _Checker:
             self._resolve_ofed()
         if "slurm" in s:
             for daemon, ver in s["slurm"].items():
-                if daemon not in NESTED_KEYS["slurm"]:
-                    raise AnsibleFilterError(f"kiln: kiln_stack.slurm has unknown key {show(daemon)}; use {list(NESTED_KEYS['slurm'])}")
                 if not re.match(r"^\d{2}\.\d{2}(\.\d+)?$", ver) or _slurm_major(ver) not in d["slurm"]["releases"]:
                     self.add(_unknown(f"slurm.{daemon}", ver, "known majors: " + ", ".join(d["slurm"]["releases"]),
                                       f"Set kiln_stack.slurm.{daemon} to a Slurm release such as \"25.11\"."))
         if "kubernetes" in s:
             k = d["kubernetes"]["minors"]
             for comp, ver in s["kubernetes"].items():
-                if comp not in NESTED_KEYS["kubernetes"]:
-                    raise AnsibleFilterError(
-                        f"kiln: kiln_stack.kubernetes has unknown key {comp!r}; use {list(NESTED_KEYS['kubernetes'])}")
                 ok = re.match(r"^v?1\.\d+(\.\d+)?$", ver) and _ge(_mm(ver.lstrip("v")), k["first"]) and _ge(k["last"], _mm(ver.lstrip("v")))
                 if not ok:
                     self.add(_unknown(f"kubernetes.{comp}", ver, f"known minors: {k['first']}..{k['last']}",
@@ -685,10 +678,6 @@ class _Checker:
     def _resolve_ofed(self) -> None:
         ofed, d = self.s["ofed"], self.d["ofed"]
         kind = ofed.get("kind")
-        if kind not in d["kinds"]:
-            self.add(_unknown("ofed.kind", kind, "use inbox, doca or mlnx", "Set kiln_stack.ofed.kind to inbox, doca or mlnx.",
-                              {"ofed": {"kind": "inbox"}}))
-            return
         ver = ofed.get("version")
         if kind == "doca" and ver and _mm(ver) not in d["doca_releases"]:
             self.add(_unknown("ofed.version", ver, "known DOCA releases: " + ", ".join(d["doca_releases"]),
@@ -1297,8 +1286,8 @@ def kiln_stack_violations(stack: Mapping[str, Any] | None, allow: Sequence[Mappi
         return _invalid(problems)
     allow_list = _check_allow(allow)
     day = _parse_today(today)
-    norm, asked, result = _canonical(_normalise_stack(stack))
-    result = result + _Checker(norm, day, asked, detected or ()).run()
+    norm, _asked, result = _canonical(_normalise_stack(stack))
+    result = result + _Checker(norm, day, detected or ()).run()
     reasons = {a["rule"]: a["reason"] for a in allow_list}
     for v in result:
         if v["rule"] in reasons:

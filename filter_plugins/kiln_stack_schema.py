@@ -191,6 +191,7 @@ class Field:
     sub: Mapping[str, Field] | None = None
     shorthand: str | None = None  # nested: a plain string means {shorthand: value}
     version: bool = True  # a float/int here is an unquoted version
+    required: tuple[str, ...] = ()  # nested: keys that must be present (and not null)
 
     def matches(self, text: str) -> bool:
         return bool(self.pattern is None or re.fullmatch(self.pattern, text, _A))
@@ -215,8 +216,9 @@ STACK_FIELDS: dict[str, Field] = {
     "container_toolkit": Field("an NVIDIA Container Toolkit version", "1.20.0", _VER),
     "dcgm": Field("a DCGM version", "4.6.0", _VER),
     "dcgm_exporter": Field("a dcgm-exporter version (<DCGM>-<exporter>)", "4.6.0-4.8.3", r"v?" + _VER + r"-" + _VER),
-    "ofed": Field("the RDMA stack", '{kind: doca, version: "3.2.1"}', shorthand="kind", version=False, sub={
-        "kind": Field("an RDMA stack kind", "doca", choices=("inbox", "doca", "mlnx"), version=False),
+    "ofed": Field("the RDMA stack", '{kind: doca, version: "3.2.1"}', shorthand="kind", version=False, required=("kind",), sub={
+        # kind: the allowed list is the data's (ofed.kinds), checked by the caller's extra check
+        "kind": Field("an RDMA stack kind", "doca", r"[A-Za-z]{1,16}", version=False),
         "version": Field("an RDMA stack release", "3.2.1", r"[0-9]{1,4}(?:\.[0-9]{1,4}){0,4}(?:-[0-9]{1,4}(?:\.[0-9]{1,4}){0,4})?"),
     }),
     "slurm": Field("Slurm daemon versions", '{slurmdbd: "25.11", slurmctld: "25.11", slurmd: "25.11"}', version=False, sub={
@@ -229,7 +231,7 @@ STACK_FIELDS: dict[str, Field] = {
 }
 
 
-def _suggest(word: Any, options: Iterable[str]) -> str:
+def suggest(word: Any, options: Iterable[str]) -> str:
     opts = list(options)
     text = str(word) if isinstance(word, (str, int, float)) else ""
     lowered = {o.lower(): o for o in opts}
@@ -273,7 +275,7 @@ def _check_scalar(path: str, field: Field, value: Any, extra: Callable[[str, str
     if field.choices is not None:
         if value not in field.choices:
             return [{"key": path, "message": f"{path} is {show(value)}; allowed: {', '.join(field.choices)}."
-                                             f"{_suggest(value, field.choices)}",
+                                             f"{suggest(value, field.choices)}",
                      "fix": f"Set {path} to one of {', '.join(field.choices)}."}]
         return []
     if not field.matches(value):
@@ -295,7 +297,7 @@ def _check_mapping(path: str, fields: Mapping[str, Field], value: Mapping[Any, A
         if not isinstance(key, str) or key not in fields:
             shown = show(key, 24)
             out.append({"key": f"{path}.{key if isinstance(key, str) and len(key) <= 24 else '?'}",
-                        "message": f"{path} has an unknown key {shown}.{_suggest(key, fields)}",
+                        "message": f"{path} has an unknown key {shown}.{suggest(key, fields)}",
                         "fix": f"Use only these keys in {path}: {', '.join(fields)}."})
             continue
         if sub is None:  # null leaves the component out (e.g. to unset a group default)
@@ -311,6 +313,9 @@ def _check_mapping(path: str, fields: Mapping[str, Field], value: Mapping[Any, A
                             "fix": f"Write {sub_path} as {field.example}."})
                 continue
             out.extend(_check_mapping(sub_path, field.sub, sub, extra))
+            out.extend({"key": f"{sub_path}.{need}", "message": f"{sub_path} has no {need}.",
+                        "fix": f"Write {sub_path} as {field.example}."}
+                       for need in field.required if sub.get(need) is None)
         else:
             out.extend(_check_scalar(sub_path, field, sub, extra))
     return out
@@ -358,12 +363,12 @@ def check_allow(allow: Any, rules: Iterable[str], what: str = "kiln_stack_allow"
         for key in item:
             if key not in ("rule", "reason"):
                 out.append({"key": f"{path}.{key if isinstance(key, str) and len(key) <= 24 else '?'}",
-                            "message": f"{path} has an unknown key {show(key, 24)}.{_suggest(key, ('rule', 'reason'))}",
+                            "message": f"{path} has an unknown key {show(key, 24)}.{suggest(key, ('rule', 'reason'))}",
                             "fix": f"Use only rule and reason in {path}."})
         rule, reason = item.get("rule"), item.get("reason")
         if not isinstance(rule, str) or rule not in known:
             out.append({"key": f"{path}.rule", "message": f"{path}.rule is {show(rule)}, not a kiln rule id."
-                                                          f"{_suggest(rule, known)}",
+                                                          f"{suggest(rule, known)}",
                         "fix": f"Use a rule id from docs/compat.md: {', '.join(known)}."})
         if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON:
             why = "too long" if isinstance(reason, str) and len(reason) > MAX_REASON else "missing or empty"

@@ -7,40 +7,14 @@ puts .venv/bin first). Each run takes a couple of seconds.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from kiln_playbook import ANSIBLE_PLAYBOOK, REPO, run_playbook as run
+from test_compat_hostile import BOMB
 
-
-def _ansible_playbook() -> str | None:
-    beside = Path(sys.executable).parent / "ansible-playbook"
-    if beside.exists():
-        return str(beside)
-    return shutil.which("ansible-playbook")
-
-
-ANSIBLE_PLAYBOOK = _ansible_playbook()
 pytestmark = pytest.mark.skipif(ANSIBLE_PLAYBOOK is None, reason="ansible-playbook not found")
-
-
-def run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update(
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_HOME=str(tmp_path / "ansible-home"),
-        ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-        PATH=f"{Path(ANSIBLE_PLAYBOOK).parent}{os.pathsep}{env.get('PATH', '')}",
-    )
-    return subprocess.run([ANSIBLE_PLAYBOOK, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
 
 
 def test_filters_under_real_templating(tmp_path: Path) -> None:
@@ -114,21 +88,6 @@ def test_detected_gpu_from_host_facts_joins_the_stack(tmp_path: Path) -> None:
     assert "[gpu-detected] gpu02 (1 host): Inventory says gpu H100-SXM5-80GB but the host reports A100-SXM4-80GB" in out
 
 
-BOMB_GROUP = """---
-kiln_stack:
-  gpu: H100
-  a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
-  b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
-  c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
-  d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
-  e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
-  f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
-  g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
-  h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
-  i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
-"""
-
-
 def test_hostile_inventory_is_refused_fast_with_one_line_per_problem(tmp_path: Path) -> None:
     """Issue 12's hostile inventories through the real preflight: clear, bounded, fast, nothing else runs."""
     inv = tmp_path / "inv"
@@ -138,7 +97,7 @@ def test_hostile_inventory_is_refused_fast_with_one_line_per_problem(tmp_path: P
         "    floaty: {hosts: {f01: {}, f02: {}}}\n    typo: {hosts: {t01: {}}}\n    huge: {hosts: {h01: {}}}\n")
     (inv / "group_vars" / "good.yml").write_text(
         'kiln_stack: {gpu: H100, os: ubuntu-24.04, driver: "580.95", cuda: "13.0", cudnn: "9.17.1"}\n')
-    (inv / "group_vars" / "bomb.yml").write_text(BOMB_GROUP)
+    (inv / "group_vars" / "bomb.yml").write_text("---" + BOMB)
     (inv / "group_vars" / "floaty.yml").write_text(
         "kiln_stack: {cuda: 12.10, torch: 2.10, os: rocky-9garbage, driver_flavor: OPEN,"
         " ofed: {kind: doca, version: latest}}\n")

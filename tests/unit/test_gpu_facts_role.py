@@ -13,9 +13,7 @@ not queried. Takes a few seconds.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from kiln_loader import load_source
+from kiln_playbook import ANSIBLE_PLAYBOOK, REPO, run_playbook
 
-REPO = Path(__file__).resolve().parents[2]
 make_sysfs = load_source("kiln_make_sysfs", REPO / "tests" / "fixtures" / "gpu-emulator" / "make-sysfs.py")
 
 H100_SXM = "10de:2330"
@@ -38,14 +36,6 @@ HOSTS: dict[str, list[str]] = {
 }
 
 
-def _ansible_playbook() -> str | None:
-    beside = Path(sys.executable).parent / "ansible-playbook"
-    if beside.exists():
-        return str(beside)
-    return shutil.which("ansible-playbook")
-
-
-ANSIBLE_PLAYBOOK = _ansible_playbook()
 pytestmark = pytest.mark.skipif(ANSIBLE_PLAYBOOK is None, reason="ansible-playbook not found")
 
 PLAYBOOK = """\
@@ -87,18 +77,7 @@ def role_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Compl
                                    for host, ids in HOSTS.items()}}}
     (tmp / "inventory.json").write_text(json.dumps(inventory))
     (tmp / "play.yml").write_text(PLAYBOOK)
-    env = dict(os.environ)
-    env.update(
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_HOME=str(tmp / "ansible-home"),
-        ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp / "facts"),
-        ANSIBLE_LOCAL_TEMP=str(tmp / "local-tmp"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-        PATH=f"{Path(ANSIBLE_PLAYBOOK).parent}{os.pathsep}{env.get('PATH', '')}",
-    )
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(tmp / "inventory.json"), str(tmp / "play.yml")],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    proc = run_playbook("-i", str(tmp / "inventory.json"), str(tmp / "play.yml"), tmp_path=tmp)
     return proc, out_dir
 
 
