@@ -120,3 +120,21 @@ def test_hostile_inventory_is_refused_fast_with_one_line_per_problem(tmp_path: P
                  "[invalid-stack] h01 (1 host): kiln_stack is more than 65,536 characters of text"):
         assert line in flat, line
     assert "g[01-02]" not in out.split("Stop before any host")[-1]  # the good stack has no finding
+
+
+def test_preflight_and_plan_run_under_a_limit_without_localhost(tmp_path: Path) -> None:
+    """--limit gpu01 (no localhost in it) still checks gpu01's stack, without contacting gpu01."""
+    dest = tmp_path / "plan.json"
+    res = run("playbooks/preflight.yml", "playbooks/plan.yml", "-i", "inventories/example", "--limit", "gpu01",
+              "-e", f"kiln_plan_output={dest}", tmp_path=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "kiln preflight: 1 hosts, 1 distinct stacks, 0 errors" in out
+    assert "skipping: no hosts matched" not in out
+    assert json.loads(dest.read_text())["groups"]["gpu_nodes"]["stacks"][0]["hosts"] == "gpu01"
+    bad = run(_site(tmp_path), "-i", "inventories/example", "--limit", "gpu01", "-e", "@inventories/example/broken-stack.yml",
+              tmp_path=tmp_path)
+    out = bad.stdout + bad.stderr
+    assert bad.returncode != 0, out
+    assert "kiln preflight refused the stack" in out and "[cuda-driver] gpu01 (1 host)" in out
+    assert "Prepare nodes" not in out  # nothing after preflight ran
