@@ -138,3 +138,19 @@ def test_preflight_and_plan_run_under_a_limit_without_localhost(tmp_path: Path) 
     assert bad.returncode != 0, out
     assert "kiln preflight refused the stack" in out and "[cuda-driver] gpu01 (1 host)" in out
     assert "Prepare nodes" not in out  # nothing after preflight ran
+
+
+def test_example_inventory_renders_every_component(tmp_path: Path) -> None:
+    """inventories/example is a complete site: every group present, every stack component renders packages."""
+    dest = tmp_path / "plan.json"
+    res = run("playbooks/preflight.yml", "playbooks/plan.yml", "-i", "inventories/example", "-e", f"kiln_plan_output={dest}",
+              tmp_path=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "5 hosts, 1 distinct stacks, 0 errors, 0 warnings" in out
+    plan = json.loads(dest.read_text())
+    assert set(plan["groups"]) == {"gpu_nodes", "slurm_compute", "slurm_controller"}
+    stack = plan["groups"]["gpu_nodes"]["stacks"][0]
+    assert stack["errors"] == []
+    assert set(stack["packages"]) == {"driver", "fabricmanager", "cuda", "cudnn", "nccl", "container_toolkit", "dcgm", "ofed"}
+    assert stack["stack"]["dcgm_exporter"] and stack["stack"]["slurm"]["slurmd"] == "23.11"
