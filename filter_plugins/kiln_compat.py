@@ -56,14 +56,22 @@ WARNING = "warning"
 CONFIDENCE_LEVELS = ("VERIFIED", "SECONDARY", "DERIVED", "UNVERIFIED")
 STACK_KEYS = (
     "gpu", "os", "kernel", "driver", "driver_flavor", "fabricmanager", "cuda", "cudnn", "nccl", "torch",
-    "container_toolkit", "dcgm", "ofed", "slurm", "kubernetes",
+    "container_toolkit", "dcgm", "ofed", "slurm", "kubernetes", "builds",
 )
 NESTED_KEYS = {
     "ofed": ("kind", "version"),
     "slurm": ("slurmdbd", "slurmctld", "slurmd"),
     "kubernetes": ("apiserver", "kubelet", "kubectl"),
+    "builds": ("slurm", "slurmctld", "slurmd", "munge", "pmix", "openmpi", "mpi4py", "node_exporter"),
 }
-PACKAGE_COMPONENTS = ("driver", "fabricmanager", "cuda", "cudnn", "nccl", "container_toolkit", "dcgm", "ofed")
+# NVIDIA components (versions from the stack) ...
+NVIDIA_COMPONENTS = ("driver", "driver_companions", "fabricmanager", "cuda", "cudnn", "nccl", "container_toolkit", "dcgm", "dcgm_exporter", "ofed")
+# ... and distribution packages (exact builds from data/compat.yml distro_builds or kiln_stack.builds).
+DISTRO_COMPONENTS = ("slurmctld", "slurmd", "munge", "pmix", "openmpi", "openmpi_dev", "mpi4py", "node_exporter")
+PACKAGE_COMPONENTS = NVIDIA_COMPONENTS + DISTRO_COMPONENTS
+# The build key of each distribution component (openmpi_dev is built with openmpi).
+_BUILD_KEY = {"slurmctld": "slurm", "slurmd": "slurm", "munge": "munge", "pmix": "pmix", "openmpi": "openmpi",
+              "openmpi_dev": "openmpi", "mpi4py": "mpi4py", "node_exporter": "node_exporter"}
 
 
 # ---------------------------------------------------------------------------
@@ -694,7 +702,7 @@ class _Checker:
         self.resolve()
         for rule in (self.r_cuda_driver, self.r_gpu_cuda, self.r_gpu_driver, self.r_flavor, self.r_fabricmanager,
                      self.r_cuda_os, self.r_cudnn, self.r_nccl, self.r_torch, self.r_dcgm, self.r_ofed, self.r_slurm,
-                     self.r_kubernetes, self.r_driver_eol, self.r_gpu_detected, self.r_dcgm_exporter, self.r_denylist):
+                     self.r_builds, self.r_kubernetes, self.r_driver_eol, self.r_gpu_detected, self.r_dcgm_exporter, self.r_denylist):
             rule()
         return self.out
 
@@ -1042,6 +1050,24 @@ class _Checker:
                         f"Set kiln_stack.slurm.{older} to {vn}, or upgrade through intermediate releases.",
                         _set_fix(self.s, f"slurm.{older}", vn), rel[mn]["confidence"], rel[mn]["source"]))
 
+    def r_builds(self) -> None:
+        """package-build: kiln_stack.builds names a Slurm build of another major than the stack's Slurm.
+
+        A component without a recorded build is not a violation: kiln_plan lists it under ``candidates``
+        (installed at the repository's candidate, then held)."""
+        if not (self.s.get("builds") and self.s.get("slurm")):
+            return
+        os_key = self.os[0] if self.os else None
+        for comp in ("slurmctld", "slurmd"):
+            if not self.s["slurm"].get(comp):
+                continue
+            try:
+                kiln_distro_build(self.s, comp, os_key)
+            except AnsibleFilterError as exc:
+                message, _, fix = str(exc).removeprefix("kiln: ").partition(" Fix: ")
+                self.add(_violation("package-build", ["builds.slurm", f"slurm.{comp}"], message, fix, None,
+                                    "VERIFIED", "docs/compat.md"))
+
     def r_kubernetes(self) -> None:
         k8s = self.s.get("kubernetes")
         if not k8s or "apiserver" not in k8s:
@@ -1232,7 +1258,7 @@ RULES = (
     "cudnn-cuda", "cudnn-gpu", "nccl-cuda", "nccl-gpu", "torch-cuda", "torch-gpu", "torch-driver", "dcgm-driver",
     "dcgm-gpu", "dcgm-cuda", "dcgm-exporter", "ofed-mlnx-support", "gpudirect-flavor", "gpudirect-kernel",
     "slurm-order", "slurm-skew", "kubernetes-kubelet-skew", "kubernetes-kubectl-skew", "driver-branch-eol",
-    "gpu-detected", "gpu-detected-unknown", "denylist",
+    "gpu-detected", "gpu-detected-unknown", "denylist", "package-build",
 )
 """Rule ids a kiln_stack_allow entry may accept (``invalid-stack`` never can)."""
 
@@ -1510,10 +1536,12 @@ def _pkg_mgr_and_el(target: str | None, stack: Mapping[str, Any]) -> tuple[str, 
     return osx[1]["pkg_mgr"], osx[1].get("el")
 
 
-def _render(mgr: str, template_key: str, fields: dict[str, Any]) -> list[str]:
-    tpl = compat_data()["packages"][mgr][template_key]
-    names = [n.format(**fields) for n in tpl["names"]]
-    if tpl.get("version") is None:
+def _render(mgr: str, template_key: str, fields: dict[str, Any], os_key: str | None = None) -> list[str]:
+    tpl = compat_data()["packages"][mgr].get(template_key)
+    if tpl is None:
+        return []
+    names = [n.format(**fields) for n in (tpl.get("names_by_os") or {}).get(os_key, tpl["names"])]
+    if tpl.get("version") is None or ("{build}" in tpl["version"] and not fields.get("build")):
         return names
     ver = tpl["version"].format(**fields)
     sep = "=" if mgr == "apt" else "-"
@@ -1533,6 +1561,20 @@ def kiln_pkg(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = Non
     r = kiln_resolve_stack(stack)
     mgr, el = _pkg_mgr_and_el(pkg_mgr, r)
     fields: dict[str, Any] = {"el": el or ""}
+    if component in DISTRO_COMPONENTS:
+        os_id = pkg_mgr if pkg_mgr not in (None, "apt", "dnf", "yum") else r.get("os")
+        osx = _os_entry(os_id) if os_id else None
+        os_key = osx[0] if osx else None
+        build = kiln_distro_build(stack, component, os_key)["build"]
+        if component in ("slurmctld", "slurmd") and not (r.get("slurm") or {}).get(component):
+            return []
+        fields.update(build=build)
+        return _render(mgr, component, fields, os_key)
+    if component == "dcgm_exporter":
+        if not r.get("dcgm_exporter"):
+            return []
+        fields.update(version=r["dcgm_exporter"].lstrip("v"))
+        return _render(mgr, "dcgm_exporter", fields)
     if component == "driver":
         if not r.get("driver"):
             return []
@@ -1542,6 +1584,11 @@ def kiln_pkg(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = Non
             raise AnsibleFilterError("kiln_pkg: dnf driver packages need kiln_stack.os (for the .elN release)")
         fields.update(branch=r["driver_branch"], version=r["driver"])
         return _render(mgr, f"driver_{r['driver_flavor']}", fields)
+    if component == "driver_companions":
+        if not r.get("driver") or "driver_branch" not in r:
+            return []
+        fields.update(branch=r["driver_branch"], version=r["driver"])
+        return _render(mgr, f"driver_{r['driver_flavor']}_companions", fields)
     if component == "fabricmanager":
         if not r.get("fabricmanager"):
             return []
@@ -1608,10 +1655,71 @@ def kiln_pkg(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = Non
     return _render(mgr, "ofed_doca", fields)
 
 
+def kiln_distro_build(stack: Mapping[str, Any], component: str, os_id: str | None = None) -> dict[str, Any]:
+    """The exact package build of a distribution component: ``{build, from, recorded}``.
+
+    ``build`` comes from ``kiln_stack.builds`` (``slurmctld``/``slurmd`` before ``slurm``), else from
+    ``data/compat.yml`` ``distro_builds[os]`` (Slurm: the entry for the stack's Slurm major), else it is
+    ``None``: the package is installed at the repository's candidate and held there. A Slurm build whose
+    version is not of the stack's Slurm major is an AnsibleFilterError (the two cannot both be meant).
+    """
+    if component not in _BUILD_KEY:
+        raise AnsibleFilterError(f"kiln_distro_build: unknown component {show(component)}; use one of {list(_BUILD_KEY)}")
+    s = _normalise_stack(stack)
+    osx = _os_entry(os_id or s.get("os") or "")
+    os_key = osx[0] if osx else None
+    builds = s.get("builds") or {}
+    key = _BUILD_KEY[component]
+    data = (compat_data().get("distro_builds") or {}).get(os_key or "", {})
+    if key == "slurm":
+        want = (s.get("slurm") or {}).get(component) if component in ("slurmctld", "slurmd") else None
+        for k in (component, "slurm"):
+            if builds.get(k):
+                if want and not (builds[k] == want or builds[k].split(":")[-1].startswith(_slurm_major(want) + ".")):
+                    raise AnsibleFilterError(
+                        f"kiln: kiln_stack.builds.{k} is {show(builds[k])}, not a build of Slurm {want} "
+                        f"(kiln_stack.slurm.{component}). Fix: Set kiln_stack.builds.{k} to the {_slurm_major(want)} build your "
+                        f"repository carries, or kiln_stack.slurm.{component} to the release of that build.")
+                return {"build": builds[k], "from": f"kiln_stack.builds.{k}", "recorded": True}
+        entry = (data.get("slurm") or {}).get(_slurm_major(want)) if want else None
+        if entry:
+            return {"build": entry["build"], "from": f"data/compat.yml distro_builds.{os_key}.slurm",
+                    "recorded": True, "confidence": entry.get("confidence")}
+        return {"build": None, "from": None, "recorded": False,
+                "carried": sorted((data.get("slurm") or {}))}
+    if builds.get(key):
+        return {"build": builds[key], "from": f"kiln_stack.builds.{key}", "recorded": True}
+    entry = data.get(key)
+    if entry:
+        return {"build": entry["build"], "from": f"data/compat.yml distro_builds.{os_key}.{key}", "recorded": True,
+                "confidence": entry.get("confidence")}
+    return {"build": None, "from": None, "recorded": False}
+
+
+def kiln_tool(name: str, version: str | None = None) -> dict[str, str]:
+    """A source release kiln builds (data/compat.yml ``tools``): ``{version, url}``; ``version`` overrides the data's."""
+    tools = compat_data().get("tools") or {}
+    if name not in tools:
+        raise AnsibleFilterError(f"kiln_tool: unknown tool {show(name)}; use one of {sorted(tools)}")
+    ver = str(version or tools[name]["version"])
+    if not re.fullmatch(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}", ver, re.ASCII):
+        raise AnsibleFilterError(f"kiln_tool: {name} version {show(ver)} is not a release number such as {tools[name]['version']}")
+    return {"version": ver, "url": tools[name]["url"].format(version=ver)}
+
+
 def kiln_packages(stack: Mapping[str, Any], os: str | None = None) -> dict[str, list[str]]:
-    """All pinned package strings of a stack, keyed by component (absent components omitted)."""
+    """All pinned package strings of a stack, keyed by component (absent components omitted).
+
+    NVIDIA components appear when the stack names them; Slurm, munge and PMIx when it names Slurm;
+    Open MPI, mpi4py and the node exporter (every kiln node runs them) whenever an OS is known.
+    A distribution package without a recorded build is a bare name (see kiln_distro_build).
+    """
     out: dict[str, list[str]] = {}
+    s = _normalise_stack(stack)
     for comp in PACKAGE_COMPONENTS:
+        if comp in DISTRO_COMPONENTS:
+            if not (os or s.get("os")) or (comp in ("munge", "pmix") and not s.get("slurm")):
+                continue
         pkgs = kiln_pkg(stack, comp, os)
         if pkgs:
             out[comp] = pkgs
@@ -1937,6 +2045,8 @@ def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence
             if stack.get("os") and resolved.get("pkg_mgr"):
                 pk: dict[str, list[str]] = {}
                 for comp in PACKAGE_COMPONENTS:
+                    if comp in DISTRO_COMPONENTS and comp in ("munge", "pmix") and not stack.get("slurm"):
+                        continue
                     try:
                         pkgs = kiln_pkg(stack, comp)
                     except AnsibleFilterError as exc:
@@ -1945,6 +2055,10 @@ def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence
                     if pkgs:
                         pk[comp] = pkgs
                 entry["packages"] = pk
+                # distribution packages without a recorded build: installed at the candidate, then held
+                os_key = (_os_entry(stack["os"]) or ("",))[0]
+                entry["candidates"] = [c for c in pk if c in DISTRO_COMPONENTS
+                                       and not kiln_distro_build(stack, c, os_key)["recorded"]]
                 entry["repos"] = {"cuda": kiln_cuda_repo(stack["os"], cuda_base_url, arch)}
                 if stack.get("container_toolkit"):
                     entry["repos"]["container_toolkit"] = kiln_container_toolkit_repo(stack["os"], ctk_base_url, arch)
@@ -2008,7 +2122,9 @@ def kiln_plan_text(plan: Mapping[str, Any]) -> list[str]:
                             f"{', ' + str(g['tdp_w']) + ' W' if g.get('tdp_w') else ''})"
                 lines.append(f"    {key:<19} {val}{extra}")
             for comp, pkgs in (st.get("packages") or {}).items():
-                lines.append(f"    pkg {comp:<15} {' '.join(pkgs)}")
+                note = "  (no recorded build: the repository's candidate, then held)" \
+                    if comp in (st.get("candidates") or []) else ""
+                lines.append(f"    pkg {comp:<15} {' '.join(pkgs)}{note}")
             for name, repo in (st.get("repos") or {}).items():
                 lines.append(f"    repo {name:<14} {repo['url']}")
             if st.get("pip"):
@@ -2041,6 +2157,8 @@ class FilterModule:
             "kiln_version_key": kiln_version_key,
             "kiln_pkg": kiln_pkg,
             "kiln_packages": kiln_packages,
+            "kiln_distro_build": kiln_distro_build,
+            "kiln_tool": kiln_tool,
             "kiln_cuda_repo": kiln_cuda_repo,
             "kiln_container_toolkit_repo": kiln_container_toolkit_repo,
             "kiln_torch_index": kiln_torch_index,

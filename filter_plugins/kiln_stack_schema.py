@@ -198,6 +198,8 @@ class Field:
 
 
 _VER = r"[0-9]{1,6}(?:\.[0-9]{1,6}){0,3}"
+# A Debian version or an RPM version-release: optional epoch, then starts with a digit.
+_BUILD = r"(?:[0-9]{1,4}:)?[0-9][A-Za-z0-9.+~_-]{0,60}"
 
 STACK_FIELDS: dict[str, Field] = {
     "gpu": Field("a GPU model, board variant or PCI id", "H100-SXM5-80GB",
@@ -223,6 +225,12 @@ STACK_FIELDS: dict[str, Field] = {
     }),
     "slurm": Field("Slurm daemon versions", '{slurmdbd: "25.11", slurmctld: "25.11", slurmd: "25.11"}', version=False, sub={
         d: Field(f"a {d} version", "25.11", r"[0-9]{2}\.[0-9]{2}(?:\.[0-9]{1,3})?") for d in ("slurmdbd", "slurmctld", "slurmd")
+    }),
+    "builds": Field("exact package builds of distribution packages", '{munge: "0.5.15-2+deb12u1"}', version=False, sub={
+        c: Field(f"the exact {c} package version (apt: Debian version, dnf: version-release)", ex, _BUILD)
+        for c, ex in (("slurm", "22.05.8-4+deb12u3"), ("slurmctld", "22.05.8-4+deb12u3"), ("slurmd", "22.05.8-4+deb12u3"),
+                      ("munge", "0.5.15-2+deb12u1"), ("pmix", "4.2.2-1+deb12u1"), ("openmpi", "4.1.4-3+b1"),
+                      ("mpi4py", "3.1.4-2+b2"), ("node_exporter", "1.5.0-1+b6"))
     }),
     "kubernetes": Field("Kubernetes component versions", '{apiserver: "1.33", kubelet: "1.33", kubectl: "1.33"}',
                         version=False, sub={

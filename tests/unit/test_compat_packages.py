@@ -31,6 +31,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "distro": "ubuntu2204",
         "packages": {
             "driver": ["nvidia-open-550=550.127.05-1"],
+            "driver_companions": [f"{n}=550.127.05-1" for n in ("nvidia-driver-cuda", "nvidia-smi", "libcuda1",
+                                                               "nvidia-persistenced", "nvidia-kernel-open-dkms")],
             "fabricmanager": ["nvidia-fabricmanager-550=550.127.05-1", "libnvidia-nscq-550=550.127.05-1"],
             "cuda": ["cuda-toolkit-12-4=12.4.1-1"],
             "cudnn": ["libcudnn9-cuda-12=9.5.1.17-1", "libcudnn9-dev-cuda-12=9.5.1.17-1"],
@@ -63,7 +65,8 @@ EXPECTED["debian-12"]["packages"] = EXPECTED["ubuntu-22.04"]["packages"]
 @pytest.mark.parametrize("os_id", sorted(EXPECTED))
 def test_packages_per_os(os_id: str) -> None:
     stack = dict(STACK, os=os_id)
-    assert kc.kiln_packages(stack) == EXPECTED[os_id]["packages"]
+    nvidia = {k: v for k, v in kc.kiln_packages(stack).items() if k in kc.NVIDIA_COMPONENTS}
+    assert nvidia == EXPECTED[os_id]["packages"]
     for comp, pkgs in EXPECTED[os_id]["packages"].items():
         assert kc.kiln_pkg(stack, comp) == pkgs
 
@@ -143,8 +146,33 @@ def test_dcgm_cuda_major_follows_driver_and_gpu() -> None:
         "datacenter-gpu-manager-4-cuda12=1:4.6.0-1"]
 
 
+def test_distribution_packages_pin_the_recorded_build_or_the_stacks() -> None:
+    stack = {"os": "debian-12", "slurm": {"slurmctld": "22.05", "slurmd": "22.05"}}
+    pk = kc.kiln_packages(stack)
+    assert pk["slurmd"] == ["slurmd=22.05.8-4+deb12u3", "slurm-client=22.05.8-4+deb12u3"]
+    assert pk["munge"] == ["munge=0.5.15-2+deb12u1"]
+    assert pk["pmix"] == ["libpmix2=4.2.2-1+deb12u1", "libpmix-dev=4.2.2-1+deb12u1"]
+    assert pk["node_exporter"] == ["prometheus-node-exporter=1.5.0-1+b6"]
+    # the stack's build wins; the OS renames a package
+    site = {"os": "ubuntu-24.04", "slurm": {"slurmd": "25.11"}, "builds": {"slurm": "25.11.2-1", "pmix": "5.0.1-4build1"}}
+    assert kc.kiln_pkg(site, "slurmd") == ["slurmd=25.11.2-1", "slurm-client=25.11.2-1"]
+    assert kc.kiln_pkg(site, "pmix") == ["libpmix2t64=5.0.1-4build1", "libpmix-dev=5.0.1-4build1"]
+    assert kc.kiln_pkg(dict(site, os="rocky-9"), "slurmd") == ["slurm-slurmd-25.11.2-1", "slurm-25.11.2-1"]
+    # no recorded build: the bare name (installed at the candidate, then held), and the plan says so
+    assert kc.kiln_pkg({"os": "ubuntu-22.04"}, "node_exporter") == ["prometheus-node-exporter"]
+    assert kc.kiln_distro_build({"os": "ubuntu-22.04"}, "node_exporter", "ubuntu-22.04")["recorded"] is False
+
+
+def test_a_slurm_build_of_another_major_is_refused() -> None:
+    stack = {"os": "debian-12", "slurm": {"slurmd": "22.05"}, "builds": {"slurm": "23.11.4-1"}}
+    with pytest.raises(AnsibleFilterError, match=r"builds.slurm is '23.11.4-1', not a build of Slurm 22.05"):
+        kc.kiln_pkg(stack, "slurmd")
+    v = [x for x in kc.kiln_stack_violations(stack) if x["rule"] == "package-build"]
+    assert v and v[0]["severity"] == "error" and "Set kiln_stack.builds.slurm to the 22.05 build" in v[0]["fix"]
+
+
 def test_absent_components_render_nothing() -> None:
-    assert kc.kiln_packages({"os": "ubuntu-24.04"}) == {}
+    assert set(kc.kiln_packages({"os": "ubuntu-24.04"})) == {"openmpi", "openmpi_dev", "mpi4py", "node_exporter"}
     assert kc.kiln_pkg({"ofed": {"kind": "inbox"}}, "ofed", "apt") == []
 
 
