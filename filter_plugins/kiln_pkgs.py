@@ -15,12 +15,16 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 _APT = re.compile(r"^(?P<name>[a-z0-9][a-z0-9.+-]*)=(?P<version>[A-Za-z0-9.+:~_-]+)$")
+_BARE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 _DNF = re.compile(r"^(?P<name>[A-Za-z0-9_.+-]+?)-(?P<version>[0-9][A-Za-z0-9.+_~^]*-[A-Za-z0-9.+_~^]+)$")
 _KERNEL_NUM = re.compile(r"\d+")
 
 
-def kiln_pkg_split(spec: str, pkg_mgr: str) -> dict[str, str]:
+def kiln_pkg_split(spec: str, pkg_mgr: str, candidate_ok: bool = False) -> dict[str, Any]:
     """Split one pinned package string into ``{name, version, spec}``.
+
+    With ``candidate_ok`` a bare package name (a distribution package with no recorded
+    build, see kiln_distro_build) is accepted with ``version: None``; otherwise refused.
 
     apt: ``libnccl2=2.28.7-1+cuda13.0``; dnf: ``libnccl-2.28.7-1+cuda13.0``
     (version-release; epoch, if any, as ``N:`` before the version).
@@ -34,6 +38,8 @@ def kiln_pkg_split(spec: str, pkg_mgr: str) -> dict[str, str]:
     else:
         raise AnsibleFilterError(f"kiln_pkg_split: unsupported package manager {pkg_mgr!r} (apt or dnf)")
     if not match:
+        if candidate_ok and _BARE.match(spec):  # no recorded build: the repository's candidate (then held)
+            return {"name": spec, "version": None, "spec": spec}
         raise AnsibleFilterError(
             f"kiln_pkg_split: {spec!r} is not an exact {pkg_mgr} pin (apt: name=version, dnf: name-version-release)")
     return {"name": match["name"], "version": match["version"], "spec": spec}
@@ -67,9 +73,16 @@ def kiln_pkg_plan(specs: Sequence[str], packages: Mapping[str, Any] | None, pkg_
     packages = packages or {}
     plan: dict[str, Any] = {"names": [], "specs": [], "changes": [], "installs": [], "upgrades": [], "unchanged": []}
     for spec in specs:
-        item = kiln_pkg_split(spec, pkg_mgr)
+        item = kiln_pkg_split(spec, pkg_mgr, candidate_ok=True)
         plan["names"].append(item["name"])
         plan["specs"].append(spec)
+        if item["version"] is None:  # a bare name: whatever is installed stays (held); else the candidate
+            if _installed_versions(packages, item["name"]):
+                plan["unchanged"].append(item["name"])
+            else:
+                plan["changes"].append({"name": item["name"], "from": None, "to": "(repository candidate)"})
+                plan["installs"].append(item["name"])
+            continue
         want = _norm(item["version"])
         have = [_norm(v) for v in _installed_versions(packages, item["name"])]
         want_no_epoch = want.split(":", 1)[-1]

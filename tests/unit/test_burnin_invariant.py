@@ -276,3 +276,14 @@ def test_wrapper_exit_is_the_worse_of_verdict_and_playbook(tmp_path_factory, sta
         assert out.returncode == 3, out
     else:
         assert out.returncode == verdict
+
+
+def test_a_check_reported_twice_with_two_statuses_is_not_a_pass(tmp_path):
+    """Found by the property test above: gpu.count PASS and SKIP in one node was PASS."""
+    summary = {"schema": "kiln.burnin/v1", "run_id": "r", "mode": "default", "fingerprint": {},
+               "nodes": {"a": {"status": "PASS", "checks": [{"id": "gpu.count", "status": "PASS", "value": None},
+                                                           {"id": "gpu.count", "status": "SKIP", "value": None}]}},
+               "fabric": [], "overall": {"status": "PASS", "exit": 0}, "scope": {"expected": ["a"]}}
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(summary))
+    assert VERDICT.main([str(path), "--quiet"]) != 0

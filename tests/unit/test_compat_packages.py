@@ -202,3 +202,14 @@ def test_resolve_stack() -> None:
     assert r["os"] == "rhel-9" and r["pkg_mgr"] == "dnf" and r["cuda_full"] == "12.4.1"
     assert r["driver_branch"] == "550" and r["nccl_build"] == "12.4" and r["torch_variant"] == "cu124"
     assert r["dcgm_cuda_major"] == "12" and r["gpu_info"]["arch"] == "hopper"
+
+
+def test_a_bare_name_is_installed_at_the_candidate_and_then_kept() -> None:
+    from kiln_pkgs import kiln_pkg_plan
+
+    new = kiln_pkg_plan(["prometheus-node-exporter"], {}, "apt")
+    assert new["installs"] == ["prometheus-node-exporter"] and new["changes"][0]["to"] == "(repository candidate)"
+    kept = kiln_pkg_plan(["prometheus-node-exporter"], {"prometheus-node-exporter": [{"version": "1.7.0-1"}]}, "apt")
+    assert kept["unchanged"] == ["prometheus-node-exporter"] and kept["changes"] == []
+    with pytest.raises(AnsibleFilterError, match="not an exact apt pin"):
+        kiln_pkg_plan(["munge=; rm -rf /"], {}, "apt")
