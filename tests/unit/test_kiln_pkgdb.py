@@ -1,0 +1,500 @@
+"""The package-database snapshot of role common: kiln_pkgdb_parse, kiln_pkg_plan's hold state, and
+the entry points under a real ansible-playbook run (one read per play, one hold command per call,
+few task results on a no-op call).
+
+The playbook test runs role common against localhost with fake dpkg-query and apt-mark first on
+PATH: they serve and change a text database under tmp_path, so nothing on this machine changes.
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kiln_pkgs import VERSIONLOCK_MARKER, kiln_pkg_plan, kiln_pkgdb_parse
+from kiln_playbook import ANSIBLE_PLAYBOOK, REPO, run_playbook
+
+ROLE = REPO / "roles" / "common"
+
+# ---------------------------------------------------------------------------
+# render: the inverse of the parser, for tests (what dpkg-query / rpm print)
+
+
+def render_apt(db: dict[str, Any]) -> str:
+    lines = []
+    held = set(db["held"])
+    for name, versions in db["packages"].items():
+        for version in versions:
+            want = "hold" if name in held else "install"
+            lines.append(f"{name}\t{version}\t{want[0]}i \t{want} ok installed")
+    for name in sorted(held - set(db["packages"])):
+        lines.append(f"{name}\t\thn \thold ok not-installed")
+    return "\n".join(lines)
+
+
+def render_dnf(db: dict[str, Any]) -> str:
+    lines = []
+    for name, versions in db["packages"].items():
+        for version in versions:
+            lines.append(f"{name}\t{version if ':' in version.split('-')[0] else '0:' + version}")
+    lines.append(VERSIONLOCK_MARKER)
+    lines.append("# Added by 'versionlock add' command on 2026-01-01")
+    for name in db["held"]:
+        versions = db["packages"].get(name) or ["0-0"]
+        lines.append(f"{name}-{versions[0] if ':' in versions[0].split('-')[0] else '0:' + versions[0]}.*")
+    return "\n".join(lines) + "\n"
+
+
+APT_READ = (
+    "libnccl2\t2.28.7-1+cuda13.0\tii \tinstall ok installed\n"
+    "datacenter-gpu-manager-4-cuda13\t1:4.6.0-1\thi \thold ok installed\n"
+    "nvidia-open-580\t580.95.05-1\thi \thold ok installed\n"
+    "oldpkg\t1.0-1\trc \tdeinstall ok config-files\n"
+    "broken\t2.0-1\tiU \tinstall ok unpacked\n"
+    "reinst\t3.0-1\tiiR\tinstall reinstreq installed\n"
+    "future\t\thn \thold ok not-installed\n"
+    "libc6\t2.36-9\tii \tinstall ok installed\n"
+    "libc6\t2.36-9\tii \tinstall ok installed\n"      # multi-arch: amd64 and i386
+    "trig\t1.0\tit \tinstall ok triggers-pending"
+)
+
+DNF_READ = (
+    "libnccl\t0:2.28.7-1+cuda13.0\n"
+    "kernel\t0:5.14.0-427.13.1.el9_4\n"
+    "kernel\t0:5.14.0-503.11.1.el9_5\n"
+    "datacenter-gpu-manager\t1:3.3.9-1\n"
+    "gpg-pubkey\t0:fd431d51-4ae0493b\n"
+    f"{VERSIONLOCK_MARKER}\n"
+    "# Added lock on Mon Jan  1 00:00:00 2026\n"
+    "libnccl-0:2.28.7-1+cuda13.0.*\n"
+    "cuda-toolkit-12-4-0:12.4.1-1.*\n"
+    "!kernel-0:5.14.0-503.11.1.el9_5.*\n"
+    "\n"
+    "not a lock line\n"
+)
+
+
+def test_parse_apt_states_versions_and_holds() -> None:
+    db = kiln_pkgdb_parse(APT_READ, "apt")
+    assert db["pkg_mgr"] == "apt"
+    assert db["packages"] == {
+        "libnccl2": ["2.28.7-1+cuda13.0"],
+        "datacenter-gpu-manager-4-cuda13": ["1:4.6.0-1"],
+        "nvidia-open-580": ["580.95.05-1"],
+        "libc6": ["2.36-9"],
+        "trig": ["1.0"],
+    }  # config-files, unpacked and reinstall-required count as not installed
+    assert db["held"] == ["datacenter-gpu-manager-4-cuda13", "future", "nvidia-open-580"]
+
+
+def test_parse_dnf_versions_and_versionlock() -> None:
+    db = kiln_pkgdb_parse(DNF_READ, "dnf")
+    assert db["packages"] == {
+        "libnccl": ["2.28.7-1+cuda13.0"],
+        "kernel": ["5.14.0-427.13.1.el9_4", "5.14.0-503.11.1.el9_5"],
+        "datacenter-gpu-manager": ["1:3.3.9-1"],
+        "gpg-pubkey": ["fd431d51-4ae0493b"],
+    }
+    assert db["held"] == ["cuda-toolkit-12-4", "libnccl"]  # the ! exclusion locks nothing
+    assert kiln_pkgdb_parse(DNF_READ, "yum")["pkg_mgr"] == "dnf"
+
+
+def test_parse_dnf_without_a_versionlock_list() -> None:
+    assert kiln_pkgdb_parse(f"libnccl\t0:2.28.7-1\n{VERSIONLOCK_MARKER}", "dnf")["held"] == []
+
+
+@pytest.mark.parametrize("mgr", ["apt", "dnf"])
+def test_parse_empty_database(mgr: str) -> None:
+    out = "" if mgr == "apt" else VERSIONLOCK_MARKER
+    assert kiln_pkgdb_parse(out, mgr) == {"pkg_mgr": mgr, "packages": {}, "held": []}
+
+
+def test_parse_takes_non_ascii_names_verbatim() -> None:
+    db = kiln_pkgdb_parse("paquet-é\t1.0-1\tii \tinstall ok installed\n包\t2\thi \thold ok installed", "apt")
+    assert db["packages"] == {"paquet-é": ["1.0-1"], "包": ["2"]}
+    assert db["held"] == ["包"]
+
+
+@pytest.mark.parametrize(("out", "why"), [
+    ("libnccl2\t2.28.7-1\tii ", "expected 4 tab-separated fields, got 3"),            # truncated line
+    ("libnccl2\t2.28.7-1\tii \tinstall ok inst", "unknown dpkg status"),            # truncated status
+    ("lib\tnccl2\t2.28.7-1\tii \tinstall ok installed", "got 5"),                   # tab in a name
+    ("libnccl2\t2.28.7-1\thi \tinstall ok installed", "disagrees"),                  # abbrev vs status
+    ("libnccl2\t\tii \tinstall ok installed", "empty version"),
+    ("\t1.0\tii \tinstall ok installed", "empty name"),
+    ("lib nccl2\t1.0\tii \tinstall ok installed", "whitespace or control"),
+    ("libnccl2\t1.0\x00\tii \tinstall ok installed", "whitespace or control"),
+    ("-libnccl2\t1.0\tii \tinstall ok installed", "does not start with a letter or digit"),
+    ("libnccl2\t1.0\tii \tinstall  ok installed", "unknown dpkg status"),
+    ("libnccl2\t1.0\tii \tinstall ok installed\r", "unknown dpkg status"),
+])
+def test_parse_apt_refuses_garbled_lines(out: str, why: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=r"kiln_pkgdb_parse: apt line 1: .*" + re.escape(why)):
+        kiln_pkgdb_parse(out, "apt")
+
+
+@pytest.mark.parametrize(("out", "why"), [
+    ("libnccl\t0:2.28.7-1", "no '#kiln:versionlock' line"),                         # truncated before the list
+    (f"libnccl\t2.28.7-1\n{VERSIONLOCK_MARKER}", "not epoch:version-release"),     # no epoch
+    (f"libnccl\t0:2.28.7\n{VERSIONLOCK_MARKER}", "not epoch:version-release"),     # no release
+    (f"libnccl\n{VERSIONLOCK_MARKER}", "got 1"),
+    (f"lib\tnccl\t0:1-1\n{VERSIONLOCK_MARKER}", "got 3"),
+    (f"libnccl\t0:1\x07-1\n{VERSIONLOCK_MARKER}", "not epoch:version-release"),
+])
+def test_parse_dnf_refuses_garbled_lines(out: str, why: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=re.escape(why)):
+        kiln_pkgdb_parse(out, "dnf")
+
+
+@pytest.mark.parametrize(("out", "mgr"), [(None, "apt"), (b"bytes", "apt"), ("", "zypper")])
+def test_parse_refuses_what_is_not_a_read(out: Any, mgr: str) -> None:
+    with pytest.raises(AnsibleFilterError, match="kiln_pkgdb_parse"):
+        kiln_pkgdb_parse(out, mgr)
+
+
+# ---------------------------------------------------------------------------
+# properties
+
+# printable, no whitespace: any script, punctuation and symbols
+_NAME_REST = st.characters(exclude_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"))
+_NAME = st.builds(lambda first, rest: first + rest,
+                  st.characters(categories=("Ll", "Lu", "Lo", "Nd")),
+                  st.text(_NAME_REST, max_size=12))
+_APT_VERSION = st.text(_NAME_REST, min_size=1, max_size=12)
+_DNF_PART = st.text(st.characters(categories=("Ll", "Lu", "Nd"), include_characters="._+~^"),
+                    min_size=1, max_size=8)
+_DNF_VERSION = st.builds(lambda epoch, v, r: (f"{epoch}:" if epoch else "") + f"{v}-{r}",
+                         st.integers(0, 3), _DNF_PART, _DNF_PART)
+
+
+def _db(version: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.builds(
+        lambda packages, extra_held, pick: {
+            "packages": packages,
+            "held": sorted({n for n, keep in zip(packages, pick) if keep} | set(extra_held)),
+        },
+        st.dictionaries(_NAME, st.lists(version, min_size=1, max_size=3, unique=True), max_size=8),
+        st.lists(_NAME, max_size=3),
+        st.lists(st.booleans(), min_size=8, max_size=8),
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_db(_APT_VERSION))
+def test_apt_parse_render_round_trips(db: dict[str, Any]) -> None:
+    assert kiln_pkgdb_parse(render_apt(db), "apt") == {"pkg_mgr": "apt", **db}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_db(_DNF_VERSION))
+def test_dnf_parse_render_round_trips(db: dict[str, Any]) -> None:
+    assert kiln_pkgdb_parse(render_dnf(db), "dnf") == {"pkg_mgr": "dnf", **db}
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=200), st.sampled_from(["apt", "dnf"]))
+def test_parse_of_any_text_parses_or_refuses_clearly(out: str, mgr: str) -> None:
+    try:
+        db = kiln_pkgdb_parse(out, mgr)
+    except AnsibleFilterError as exc:
+        assert str(exc).startswith("kiln_pkgdb_parse: ")
+        return
+    assert set(db) == {"pkg_mgr", "packages", "held"}
+    assert db["held"] == sorted(set(db["held"]))
+    for name, versions in db["packages"].items():
+        assert name and name[0].isalnum() and versions and len(versions) == len(set(versions))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_db(_APT_VERSION), st.integers(1, 400))
+def test_truncated_apt_read_never_parses_into_something_else(db: dict[str, Any], cut: int) -> None:
+    """A read cut anywhere parses as the lines before the cut, or fails; never as other data."""
+    out = render_apt(db)
+    if cut >= len(out):
+        return
+    try:
+        part = kiln_pkgdb_parse(out[:cut], "apt")
+    except AnsibleFilterError:
+        return
+    whole = kiln_pkgdb_parse(out, "apt")
+    for name, versions in part["packages"].items():  # a cut line loses its status, so it cannot parse
+        assert name in whole["packages"] and set(versions) <= set(whole["packages"][name])
+    assert set(part["held"]) <= set(whole["held"])
+
+
+# ---------------------------------------------------------------------------
+# kiln_pkg_plan with the snapshot
+
+PINS = ["libnccl2=2.28.7-1+cuda13.0", "datacenter-gpu-manager-4-cuda13=1:4.6.0-1", "nvidia-open-580=580.95.05-1"]
+
+
+def test_plan_from_the_snapshot_nothing_to_do() -> None:
+    db = kiln_pkgdb_parse(APT_READ.replace("libnccl2\t2.28.7-1+cuda13.0\tii \tinstall",
+                                           "libnccl2\t2.28.7-1+cuda13.0\thi \thold"), "apt")
+    plan = kiln_pkg_plan(PINS, db["packages"], "apt", db["held"])
+    assert plan["changes"] == [] and plan["unhold"] == [] and plan["hold"] == []
+
+
+def test_plan_holds_only_what_is_not_held() -> None:
+    db = kiln_pkgdb_parse(APT_READ, "apt")
+    plan = kiln_pkg_plan(PINS, db["packages"], "apt", db["held"])
+    assert plan["changes"] == [] and plan["unhold"] == [] and plan["hold"] == ["libnccl2"]
+
+
+def test_plan_unholds_what_changes_and_holds_it_again() -> None:
+    db = kiln_pkgdb_parse(APT_READ, "apt")
+    plan = kiln_pkg_plan(["nvidia-open-580=580.173.02-1", "libnccl2=2.28.7-1+cuda13.0", "future=1.0-1",
+                          "cuda-toolkit-13-0=13.0.2-1"], db["packages"], "apt", db["held"])
+    assert plan["upgrades"] == ["nvidia-open-580"]
+    assert plan["installs"] == ["future", "cuda-toolkit-13-0"]
+    assert plan["unhold"] == ["nvidia-open-580", "future"]  # a held name blocks its install too
+    assert plan["hold"] == ["nvidia-open-580", "libnccl2", "future", "cuda-toolkit-13-0"]
+
+
+def test_plan_without_hold_state_keeps_the_old_behaviour() -> None:
+    db = kiln_pkgdb_parse(APT_READ, "apt")
+    plan = kiln_pkg_plan(["nvidia-open-580=580.173.02-1", "cuda-toolkit-13-0=13.0.2-1"], db["packages"], "apt")
+    assert plan["unhold"] == ["nvidia-open-580"]
+    assert plan["hold"] == ["nvidia-open-580", "cuda-toolkit-13-0"]
+
+
+def test_plan_from_the_dnf_snapshot() -> None:
+    db = kiln_pkgdb_parse(DNF_READ, "dnf")
+    plan = kiln_pkg_plan(["libnccl-2.28.7-1+cuda13.0", "datacenter-gpu-manager-3.3.9-1"], db["packages"], "dnf",
+                         db["held"])
+    # dnf installs name-version-release whatever the epoch (1 here); apt would need the epoch
+    assert plan["changes"] == [] and plan["hold"] == ["datacenter-gpu-manager"]
+    apt = kiln_pkg_plan(["datacenter-gpu-manager-4-cuda13=4.6.0-1"], kiln_pkgdb_parse(APT_READ, "apt")["packages"], "apt")
+    assert apt["upgrades"] == ["datacenter-gpu-manager-4-cuda13"]
+
+
+@pytest.mark.parametrize(("packages", "held"), [
+    ({"libnccl2": 7}, []),
+    ({"libnccl2": [None]}, []),
+    (["libnccl2"], []),
+    ({}, "libnccl2"),
+])
+def test_plan_refuses_malformed_inputs(packages: Any, held: Any) -> None:
+    with pytest.raises(AnsibleFilterError, match="kiln_pkg_plan"):
+        kiln_pkg_plan(["libnccl2=2.28.7-1+cuda13.0"], packages, "apt", held)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_db(_APT_VERSION), st.lists(st.sampled_from(["a", "b", "c", "d"]), unique=True),
+       st.lists(st.sampled_from(["1.0-1", "2.0-1"]), min_size=4, max_size=4))
+def test_plan_hold_state_invariants(db: dict[str, Any], names: list[str], versions: list[str]) -> None:
+    db["packages"].update({"a": ["1.0-1"], "b": ["2.0-1"]})
+    db["held"] = sorted(set(db["held"]) | {"a", "c"})
+    specs = [f"{n}={v}" for n, v in zip(names, versions)]
+    plan = kiln_pkg_plan(specs, db["packages"], "apt", db["held"])
+    changing = {c["name"] for c in plan["changes"]}
+    assert set(plan["unhold"]) == changing & set(db["held"])
+    assert set(plan["hold"]) == set(names) - (set(db["held"]) - changing)
+    after = (set(db["held"]) - set(plan["unhold"])) | set(plan["hold"])
+    assert set(names) <= after  # every pinned package ends up held
+
+
+# ---------------------------------------------------------------------------
+# the reads in vars/ match the parser
+
+
+def test_os_reads_match_the_parser() -> None:
+    debian = yaml.safe_load((ROLE / "vars" / "Debian.yml").read_text())
+    redhat = yaml.safe_load((ROLE / "vars" / "RedHat.yml").read_text())
+    assert debian["__common_pkgdb_argv"] == [
+        "dpkg-query", "-W", "-f", r"${Package}\t${Version}\t${db:Status-Abbrev}\t${Status}\n"]
+    argv = redhat["__common_pkgdb_argv"]
+    assert argv[:2] == ["/bin/sh", "-c"] and "{{" not in argv[2]  # values are arguments, not script text
+    assert argv[4] == r"%{NAME}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\n"
+    assert argv[5] == VERSIONLOCK_MARKER
+
+
+# ---------------------------------------------------------------------------
+# the entry points under ansible-playbook, with a fake dpkg
+
+FAKE_DPKG_QUERY = """\
+import os, sys
+state = os.environ["KILN_FAKE_STATE"]
+with open(os.path.join(state, "calls.log"), "a") as log:
+    log.write("dpkg-query " + " ".join(sys.argv[1:]) + "\\n")
+sys.stdout.write(open(os.path.join(state, "dpkg.txt")).read())
+"""
+
+FAKE_APT_MARK = """\
+import os, sys
+state = os.environ["KILN_FAKE_STATE"]
+args = sys.argv[1:]
+with open(os.path.join(state, "calls.log"), "a") as log:
+    log.write("apt-mark " + " ".join(args) + "\\n")
+simulate = "--simulate" in args
+action, *names = [a for a in args if a != "--simulate"]
+path = os.path.join(state, "dpkg.txt")
+lines = open(path).read().splitlines()
+for i, line in enumerate(lines):
+    name, version, abbrev, status = line.split("\\t")
+    if name not in names:
+        continue
+    want, rest = status.split(" ", 1)
+    if action == "hold" and want == "hold":
+        print(f"{name} was already set on hold.")
+    elif action == "hold":
+        print(f"{name} set on hold.")
+        lines[i] = "\\t".join([name, version, "h" + abbrev[1:], "hold " + rest])
+    elif want != "hold":
+        print(f"{name} was already not on hold.")
+    else:
+        print(f"Canceled hold on {name}.")
+        lines[i] = "\\t".join([name, version, "i" + abbrev[1:], "install " + rest])
+if not simulate:
+    open(path, "w").write("\\n".join(lines) + "\\n")
+"""
+
+DPKG = (
+    "libnccl2\t2.28.7-1+cuda13.0\tii \tinstall ok installed\n"
+    "libnccl-dev\t2.28.7-1+cuda13.0\thi \thold ok installed\n"
+    "chrony\t4.3-2\thi \thold ok installed\n"
+    "less\t590-2\tii \tinstall ok installed\n"
+)
+
+NCCL = '["libnccl2=2.28.7-1+cuda13.0", "libnccl-dev=2.28.7-1+cuda13.0"]'
+CALLS = [
+    ("pinned 1", "pinned_install", f"{{common_pinned_packages: {NCCL}, common_hold_owner: cuda}}"),
+    ("pinned 2", "pinned_install", f"{{common_pinned_packages: {NCCL}, common_hold_owner: cuda}}"),
+    ("hold", "hold", "{common_hold_packages: [chrony], common_hold_owner: common}"),
+    ("packages", "packages", "{common_packages: [chrony, less]}"),
+    ("unhold", "hold", "{common_hold_packages: [chrony], common_hold_owner: common, common_hold_action: unhold}"),
+]
+CALLS_PLAY2 = [
+    ("pinned 3", "pinned_install", f"{{common_pinned_packages: {NCCL}, common_hold_owner: cuda}}"),
+    ("pkgdb", "pkgdb", "{}"),
+    ("pkgdb refresh", "pkgdb", "{common_pkgdb_refresh: true}"),
+]
+
+
+def _play(name: str, calls: list[tuple[str, str, str]], load_vars: bool) -> str:
+    tasks = []
+    if load_vars:  # as common's include_vars would on a Debian host (localhost may be anything)
+        tasks.append(f"    - name: Load the Debian variables\n"
+                     f"      ansible.builtin.include_vars: {ROLE / 'vars' / 'Debian.yml'}\n")
+    for label, entry, params in calls:
+        tasks.append(f"    - name: MARK {label}\n      ansible.builtin.debug: {{msg: mark}}\n"
+                     f"    - name: CALL {label}\n      ansible.builtin.include_role: {{name: common, tasks_from: {entry}}}\n"
+                     f"      vars: {params}\n")
+    tasks.append("    - name: MARK end\n      ansible.builtin.debug: {msg: mark}\n")
+    return (f"- name: {name}\n  hosts: localhost\n  gather_facts: false\n"
+            "  environment:\n    PATH: \"{{ fake_bin }}:/usr/bin:/bin\"\n    KILN_FAKE_STATE: \"{{ fake_state }}\"\n"
+            "  tasks:\n" + "".join(tasks))
+
+
+def _segments(out: str) -> dict[str, list[str]]:
+    """Task results of role common between MARK tasks: label -> ['<status> <task name>', ...]."""
+    segments: dict[str, list[str]] = {}
+    current = None
+    task = None
+    for line in out.splitlines():
+        header = re.match(r"^TASK \[(.*)\] \*+", line)
+        if header:
+            task = header[1]
+            mark = re.match(r"^MARK (.*)$", task)
+            if mark:
+                current = mark[1]
+                segments[current] = []
+                task = None
+            continue
+        result = re.match(r"^(ok|changed|skipping|included|fatal):", line)
+        if result and task and current and task.startswith("common : ") and "Validating arguments" not in task:
+            segments[current].append(f"{result[1]} {task[len('common : '):]}")
+    return segments
+
+
+@pytest.fixture
+def fake_host(tmp_path: Path) -> dict[str, Path]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, code in (("dpkg-query", FAKE_DPKG_QUERY), ("apt-mark", FAKE_APT_MARK)):
+        script = bin_dir / name
+        script.write_text(f"#!{sys.executable}\n{code}")
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "dpkg.txt").write_text(DPKG)
+    (tmp_path / "conf").mkdir()
+    return {"bin": bin_dir, "state": tmp_path, "conf": tmp_path / "conf"}
+
+
+def _run(tmp_path: Path, fake_host: dict[str, Path], *extra: str) -> tuple[str, dict[str, list[str]], list[str]]:
+    book = tmp_path / "pkgdb-play.yml"
+    book.write_text("---\n" + _play("pkgdb test | first play", CALLS, True)
+                    + _play("pkgdb test | second play", CALLS_PLAY2, False))
+    res = run_playbook(str(book), "-i", "localhost,", "-c", "local", *extra,
+                       "-e", f"ansible_python_interpreter={sys.executable}",
+                       "-e", f"fake_bin={fake_host['bin']}", "-e", f"fake_state={fake_host['state']}",
+                       "-e", f"__common_unattended_conf_dir={fake_host['conf']}", tmp_path=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    calls_log = fake_host["state"] / "calls.log"
+    calls = calls_log.read_text().splitlines() if calls_log.exists() else []
+    return out, _segments(out), calls
+
+
+needs_playbook = pytest.mark.skipif(ANSIBLE_PLAYBOOK is None or os.geteuid() != 0,
+                                    reason="needs ansible-playbook and root (the templates are owned by root)")
+
+NOOP_PINNED = [
+    "skipping pinned_install | Read the package database (once per play, again after kiln changed it)",
+    "ok pinned_install | Report version changes",
+    "skipping pinned_install | Unhold, install and hold what differs",
+    "ok pinned_install | Keep unattended upgrades away from held packages",
+]
+
+
+@needs_playbook
+def test_entry_points_read_once_per_play_and_change_only_what_differs(tmp_path: Path,
+                                                                      fake_host: dict[str, Path]) -> None:
+    out, seg, calls = _run(tmp_path, fake_host)
+    read = r"dpkg-query -W -f ${Package}\t${Version}\t${db:Status-Abbrev}\t${Status}\n"
+    # one read in each play, the second for pkgdb with common_pkgdb_refresh; one apt-mark per change
+    assert calls == [read, "apt-mark hold libnccl2", "apt-mark unhold chrony", read, read], out
+    # the first call reads, and holds the one pinned package that was not held
+    assert "changed hold-dpkg | Set or release the holds with apt-mark" in seg["pinned 1"]
+    assert "cuda: all pinned versions already installed" in out
+    # a no-op call: four task results, none of them a package command
+    assert seg["pinned 2"] == NOOP_PINNED
+    assert seg["hold"] == [
+        "skipping hold | Read the package database (once per play, again after kiln changed it)",
+        "ok hold | Check every package to hold is installed",
+        "skipping hold | Apply the hold with the distribution's mechanism (only what differs)",
+        "changed hold | Keep unattended upgrades away from held packages",  # first write of the file
+    ]
+    assert seg["packages"] == [
+        "skipping packages | Read the package database (once per play, again after kiln changed it)",
+        "skipping packages | Install the packages that are missing",
+    ]
+    assert "changed hold-dpkg | Set or release the holds with apt-mark" in seg["unhold"]
+    # a new play re-reads (the snapshot carries the first play's key) and finds nothing to do
+    assert seg["pinned 3"][0] == "included pinned_install | Read the package database (once per play, again after kiln changed it)"
+    assert seg["pinned 3"][-3:] == NOOP_PINNED[1:]
+    assert seg["pkgdb"] == ["skipping pkgdb | Read the package database (once per play, when stale, or when asked)"]
+    assert seg["pkgdb refresh"][0].startswith("included pkgdb")
+    assert "libnccl2" in (fake_host["conf"] / "51kiln-hold-cuda").read_text()
+    assert kiln_pkgdb_parse((fake_host["state"] / "dpkg.txt").read_text(), "apt")["held"] == ["libnccl-dev", "libnccl2"]
+    # the snapshot never reaches the persistent fact cache (it belongs to this run's plays)
+    assert not [f for f in (tmp_path / "facts").glob("*") if "kiln_pkgdb" in f.read_text()]
+
+
+@needs_playbook
+def test_check_mode_reports_the_hold_and_changes_nothing(tmp_path: Path, fake_host: dict[str, Path]) -> None:
+    out, seg, calls = _run(tmp_path, fake_host, "--check")
+    assert (fake_host["state"] / "dpkg.txt").read_text() == DPKG
+    assert "apt-mark --simulate hold libnccl2" in calls and "apt-mark --simulate unhold chrony" in calls, out
+    assert not [c for c in calls if c.startswith("apt-mark") and "--simulate" not in c]
+    assert "changed hold-dpkg | Set or release the holds with apt-mark" in seg["pinned 1"]
+    # the simulated hold is remembered for the rest of the play: the second call predicts no change
+    assert seg["pinned 2"][0] == NOOP_PINNED[0] and seg["pinned 2"][2] == NOOP_PINNED[2]
