@@ -1781,6 +1781,103 @@ def kiln_container_toolkit_repo(os: str, base_url: str | None = None, arch: str 
     return out
 
 
+REPO_NAMES = ("cuda", "container_toolkit", "slurm", "torch")
+_REPO_KEYS = ("url", "key_url", "fingerprint")
+
+
+def _check_repos(repos: Any) -> dict[str, dict[str, str]]:
+    """kiln_repos as plain strings; AnsibleFilterError naming the key for anything else."""
+    if repos is None or repos == "":
+        return {}
+    where = "kiln_repos"
+    if schema.measure(repos).over():
+        raise AnsibleFilterError(f"kiln: {where} is too large to be a repository list.")
+    if not isinstance(repos, Mapping):
+        raise AnsibleFilterError(f"kiln: {where} is {schema.describe(repos)}; it must be a mapping such as "
+                                 "{cuda: {url: ..., key_url: ..., fingerprint: ...}}. Fix: see docs/compat.md \"Repositories\".")
+    out: dict[str, dict[str, str]] = {}
+    for name, entry in repos.items():
+        if name not in REPO_NAMES:
+            raise AnsibleFilterError(f"kiln: {where} has an unknown repository {show(name, 24)}.{schema.suggest(name, REPO_NAMES)} "
+                                     f"Fix: use {', '.join(REPO_NAMES)}.")
+        if entry is None:
+            continue
+        if not isinstance(entry, Mapping):
+            raise AnsibleFilterError(f"kiln: {where}.{name} is {schema.describe(entry)}; it must be a mapping with "
+                                     f"{', '.join(_REPO_KEYS)}.")
+        out[name] = {}
+        for key, value in entry.items():
+            path = f"{where}.{name}.{key}"
+            if key not in _REPO_KEYS or (name == "torch" and key != "url"):
+                allowed = ("url",) if name == "torch" else _REPO_KEYS
+                raise AnsibleFilterError(f"kiln: {where}.{name} has an unknown key {show(key, 24)}."
+                                         f"{schema.suggest(key, allowed)} Fix: use {', '.join(allowed)}.")
+            if value is None or value == "":
+                continue
+            if not isinstance(value, str) or len(value) > 2048 or (
+                    key != "fingerprint" and any(c.isspace() for c in value.strip())):
+                raise AnsibleFilterError(f"kiln: {path} is {schema.describe(value)}; it must be a URL or fingerprint string.")
+            value = value.strip()
+            if key == "fingerprint":
+                value = value.replace(" ", "").upper()
+                if not re.fullmatch(r"[0-9A-F]{40}", value, re.ASCII):
+                    raise AnsibleFilterError(f"kiln: {path} is {show(value)}: not a full 40-hex-digit key fingerprint "
+                                             f"(short key ids can be forged). Fix: gpg --show-keys --with-fingerprint <key file>.")
+            elif not re.match(r"(?:https?|file)://", value, re.ASCII):
+                raise AnsibleFilterError(f"kiln: {path} is {show(value)}: not an http(s):// or file:// URL.")
+            out[name][key] = value
+    return out
+
+
+def kiln_repos_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], var: str = "kiln_repos") -> list[str]:
+    """``kiln_repos`` of each host checked once per distinct value: ``["<hosts>: <problem>"]``, ``[]`` when valid."""
+    seen: dict[str, list[str]] = {}
+    problems: dict[str, str] = {}
+    for host in hosts:
+        value = (hostvars.get(host) or {}).get(var)
+        try:
+            key = json.dumps(_plain(value), sort_keys=True, default=str) if not schema.measure(value).over() else "(too large)"
+        except (TypeError, ValueError):
+            key = repr(type(value))
+        seen.setdefault(key, []).append(str(host))
+        if key not in problems:
+            try:
+                _check_repos(value if key != "(too large)" else [None] * (schema.MAX_NODES + 1))
+                problems[key] = ""
+            except AnsibleFilterError as exc:
+                problems[key] = str(exc).removeprefix("kiln: ")
+    return [f"{kiln_hostlist(seen[k])}: {p}" for k, p in problems.items() if p]
+
+
+def kiln_repo(name: str, os: str | None = None, repos: Any = None, arch: str = "x86_64") -> dict[str, Any]:
+    """One repository, resolved for an OS from kiln_repos (the site's mirrors and keys) over data/compat.yml.
+
+    ``cuda`` / ``container_toolkit``: what kiln_cuda_repo / kiln_container_toolkit_repo return, with
+    ``key_url`` and ``fingerprint`` (the pin) taken from ``kiln_repos.<name>`` when set, and ``fingerprint_var``
+    naming the variable to fix. ``slurm``: ``{}`` unless kiln_repos.slurm.url is set. ``torch``: ``{url}``.
+    """
+    site = _check_repos(repos).get(name, {})
+    if name not in REPO_NAMES:
+        raise AnsibleFilterError(f"kiln_repo: unknown repository {show(name)}; use one of {list(REPO_NAMES)}")
+    if name == "torch":
+        return {"url": site.get("url") or compat_data()["torch"]["index_url"]}
+    if name == "slurm":
+        if not site.get("url"):
+            return {}
+        if not site.get("key_url") or not site.get("fingerprint"):
+            raise AnsibleFilterError("kiln: kiln_repos.slurm has a url but no key_url and fingerprint. Fix: give the "
+                                     "repository's signing key URL and its full fingerprint.")
+        return {"name": "slurm", "url": site["url"], "key_url": site["key_url"], "fingerprint": site["fingerprint"],
+                "fingerprint_var": "kiln_repos.slurm.fingerprint"}
+    if not os:
+        raise AnsibleFilterError(f"kiln_repo: the {name} repository needs an OS id (kiln_stack.os)")
+    base = kiln_cuda_repo(os, site.get("url"), arch) if name == "cuda" else kiln_container_toolkit_repo(os, site.get("url"), arch)
+    base.update(name=name, key_url=site.get("key_url") or base["key_url"],
+                fingerprint=site.get("fingerprint") or compat_data()["repos"][name]["key_fingerprint"],
+                fingerprint_var=f"kiln_repos.{name}.fingerprint")
+    return base
+
+
 def kiln_torch_index(stack: Mapping[str, Any], base_url: str | None = None) -> dict[str, Any]:
     """pip index URL and requirement for the stack's PyTorch wheel variant (``{}`` without torch)."""
     r = kiln_resolve_stack(stack)
@@ -2016,14 +2113,17 @@ def kiln_stack_report(stacks: Sequence[Mapping[str, Any]], today: str | None = N
 
 
 def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence[str]],
-              cuda_base_url: str | None = None, ctk_base_url: str | None = None, torch_base_url: str | None = None,
-              arch: str = "x86_64") -> dict[str, Any]:
+              repos: Any = None, arch: str = "x86_64") -> dict[str, Any]:
     """Bill of materials per inventory group from kiln_stacks_by_host output.
 
     Each group lists its distinct stacks with the hosts they cover, the resolved
     versions, the exact package strings for the stack's OS, and the repositories.
     Package rendering problems are reported per stack in ``errors`` (never raised).
     """
+    site = _check_repos(repos)
+    cuda_base_url = (site.get("cuda") or {}).get("url")
+    ctk_base_url = (site.get("container_toolkit") or {}).get("url")
+    torch_base_url = (site.get("torch") or {}).get("url")
     rendered: list[dict[str, Any]] = []
     host_to_stack: dict[str, int] = {}
     for idx, item in enumerate(stacks):
@@ -2059,9 +2159,11 @@ def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence
                 os_key = (_os_entry(stack["os"]) or ("",))[0]
                 entry["candidates"] = [c for c in pk if c in DISTRO_COMPONENTS
                                        and not kiln_distro_build(stack, c, os_key)["recorded"]]
-                entry["repos"] = {"cuda": kiln_cuda_repo(stack["os"], cuda_base_url, arch)}
+                entry["repos"] = {"cuda": kiln_repo("cuda", stack["os"], site, arch)}
                 if stack.get("container_toolkit"):
-                    entry["repos"]["container_toolkit"] = kiln_container_toolkit_repo(stack["os"], ctk_base_url, arch)
+                    entry["repos"]["container_toolkit"] = kiln_repo("container_toolkit", stack["os"], site, arch)
+                if stack.get("slurm") and site.get("slurm", {}).get("url"):
+                    entry["repos"]["slurm"] = kiln_repo("slurm", stack["os"], site, arch)
             elif stack:
                 entry["errors"].append("no (known) kiln_stack.os: package strings cannot be rendered")
             if stack.get("torch"):
@@ -2159,6 +2261,8 @@ class FilterModule:
             "kiln_packages": kiln_packages,
             "kiln_distro_build": kiln_distro_build,
             "kiln_tool": kiln_tool,
+            "kiln_repo": kiln_repo,
+            "kiln_repos_problems": kiln_repos_problems,
             "kiln_cuda_repo": kiln_cuda_repo,
             "kiln_container_toolkit_repo": kiln_container_toolkit_repo,
             "kiln_torch_index": kiln_torch_index,

@@ -122,7 +122,7 @@ def test_plan_per_group() -> None:
     hv["odd01"] = {"kiln_stack": {"driver": "580.173.02"}}
     groups = {"all": sorted(hv), "gpu_nodes": [f"gpu{i:02d}" for i in range(1, 5)], "slurm_controller": ["ctl01"],
               "odd": ["odd01"], "empty": []}
-    plan = kc.kiln_plan(kc.kiln_stacks_by_host(hv, sorted(hv)), groups, cuda_base_url="http://mirror/cuda")
+    plan = kc.kiln_plan(kc.kiln_stacks_by_host(hv, sorted(hv)), groups, {"cuda": {"url": "http://mirror/cuda"}})
     assert sorted(plan["groups"]) == ["gpu_nodes", "odd", "slurm_controller"]
     gpu = plan["groups"]["gpu_nodes"]["stacks"][0]
     assert gpu["hosts"] == "gpu[01-04]" and gpu["host_count"] == 4

@@ -159,3 +159,15 @@ def test_example_inventory_renders_every_component(tmp_path: Path) -> None:
     assert sorted(stack["candidates"]) == ["mpi4py", "node_exporter", "pmix"]
     assert "(no recorded build: the repository's candidate, then held)" in out
     assert stack["stack"]["dcgm_exporter"] and stack["stack"]["slurm"]["slurmd"] == "23.11"
+
+
+@pytest.mark.skipif(ANSIBLE_PLAYBOOK is None, reason="ansible-playbook not installed")
+def test_preflight_refuses_a_malformed_kiln_repos(tmp_path: Path) -> None:
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    gpu01: {ansible_connection: local}\n  vars:\n"
+                   "    kiln_stack: {os: debian-12, driver: '580.95.05'}\n"
+                   "    kiln_repos: {cdua: {url: 'https://m/'}, container_toolkit: {fingerprint: 'F796ECB0'}}\n")
+    res = run("playbooks/preflight.yml", "-i", str(inv), tmp_path=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out
+    assert "kiln preflight refused kiln_repos" in out and "Did you mean 'cuda'" in out and "Traceback" not in out

@@ -20,6 +20,8 @@ import pytest
 import yaml
 
 import kiln_repo_key as krk
+import kiln_compat as kc
+from ansible.errors import AnsibleFilterError
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY_TASKS = ROOT / "roles" / "nvidia_repos" / "tasks" / "key.yml"
@@ -28,7 +30,7 @@ FPR_A = "B4D07F5E0A529FCFCC0C023B96F7B6C3B218E6E2"
 FPR_B = "DF9DC78F3F2A656CFE3871C01248DC8AFBCC0E9E"
 SUB_B = "0A1B2C3D4E5F60718293A4B5C6D7E8F901234567"
 URL = "https://mirror.example.internal/nvidia/3bf863cc.pub"
-VAR = "nvidia_repos_cuda_key_fingerprint"
+VAR = "kiln_repos.cuda.fingerprint"
 
 # Recorded from gpg 2.2.40 (`gpg --batch --no-default-keyring --keyring /dev/null --with-colons --show-keys`).
 KEY_A = f"""pub:-:255:22:96F7B6C3B218E6E2:1796076833:::u:::scSC:::::ed25519:::0:
@@ -147,9 +149,9 @@ def test_parse_gpg_colons():
 def test_message_names_the_toolkit_variable():
     result = krk.kiln_repo_key_verdict(KEY_A, FPR_B, repo="nvidia-container-toolkit",
                                        url="https://nvidia.github.io/libnvidia-container/gpgkey",
-                                       variable="nvidia_repos_toolkit_key_fingerprint")
+                                       variable="kiln_repos.container_toolkit.fingerprint")
     assert result["msg"].startswith("Repository nvidia-container-toolkit: refusing")
-    assert "nvidia_repos_toolkit_key_fingerprint" in result["msg"]
+    assert "kiln_repos.container_toolkit.fingerprint" in result["msg"]
     assert "https://nvidia.github.io/libnvidia-container/gpgkey" in result["msg"]
 
 
@@ -188,9 +190,16 @@ def test_role_checks_before_it_trusts():
 
 
 def test_validate_names_the_pin_variable_per_repository():
+    """The pin each repository is checked against, and the variable a refusal names, come from kiln_repos."""
     text = (ROOT / "roles" / "nvidia_repos" / "tasks" / "validate.yml").read_text()
-    assert "'fingerprint_var': 'nvidia_repos_cuda_key_fingerprint'" in text
-    assert "'fingerprint_var': 'nvidia_repos_toolkit_key_fingerprint'" in text
+    assert "'cuda' | kiln_repo(" in text and "'container_toolkit' | kiln_repo(" in text
+    for name in ("cuda", "container_toolkit"):
+        repo = kc.kiln_repo(name, "debian-12", {name: {"fingerprint": FPR_A.lower()}})
+        assert repo["fingerprint"] == FPR_A and repo["fingerprint_var"] == f"kiln_repos.{name}.fingerprint"
+    with pytest.raises(AnsibleFilterError, match=r"kiln_repos.cuda.fingerprint is '96F7B6C3B218E6E2': not a full"):
+        kc.kiln_repo("cuda", "debian-12", {"cuda": {"fingerprint": "96F7B6C3B218E6E2"}})
+    with pytest.raises(AnsibleFilterError, match=r"unknown repository 'cdua'. Did you mean 'cuda'"):
+        kc.kiln_repo("cuda", "debian-12", {"cdua": {"url": "https://m/"}})
 
 
 # --------------------------------------------------------------------------

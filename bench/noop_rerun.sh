@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): the cost of a no-op re-run against the first converge
+# on the demo cluster (make demo's three nodes: controller + two GPU nodes).
+#
+#   1. fresh nodes (tests/harness/demo.sh down, then nodes);
+#   2. first converge: site.yml without the burn-in (--skip-tags burnin_run is
+#      not used: the burn-in playbook is left out by running the same
+#      playbooks site.yml imports before it);
+#   3. the same command again: the no-op re-run.
+#
+# Prints wall time of each, their ratio, the task results per host (ok +
+# changed + skipped + failed from the recap) and how often each node read its
+# package database and refreshed the apt cache. Usage (from the repository
+# root, after make testbed): bench/noop_rerun.sh [results/bench/noop.json]
+set -euo pipefail
+source "$(dirname "$0")/../tests/harness/lib.sh"
+export PATH="${KILN_ROOT}/.venv/bin:${PATH}"
+cd "${KILN_ROOT}"
+out="${1:-results/bench/noop.json}"
+mkdir -p "$(dirname "${out}")" results/bench
+inventory="inventories/testbed/hosts.yml"
+playbooks=(playbooks/preflight.yml playbooks/common.yml playbooks/gpu.yml playbooks/slurm.yml)
+tests/harness/demo.sh down
+tests/harness/demo.sh nodes
+export ANSIBLE_CACHE_PLUGIN_CONNECTION="${KILN_CACHE}/bench-facts"
+rm -rf "${ANSIBLE_CACHE_PLUGIN_CONNECTION}"
+run() {
+  local log="$1" start end
+  start=$(date +%s.%N)
+  ansible-playbook -i "${inventory}" "${playbooks[@]}" >"${log}" 2>&1 || { tail -40 "${log}"; die "run failed: ${log}"; }
+  end=$(date +%s.%N)
+  python3 -c "print(round(${end} - ${start}, 1))"
+}
+first=$(run results/bench/noop-first.log)
+second=$(run results/bench/noop-second.log)
+python3 - "${first}" "${second}" "${out}" <<'PY'
+import json, re, sys
+first, second, out = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+def recap(path):
+    hosts = {}
+    text = open(path).read()
+    for m in re.finditer(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)", text, re.M):
+        h = hosts.setdefault(m[1], {"results": 0, "changed": 0})
+        h["results"] += int(m[2]) + int(m[3]) + int(m[5]) + int(m[6])
+        h["changed"] += int(m[3])
+    reads = len(re.findall(r"TASK \[common : pkgdb-read \| Read the installed packages", text))
+    gathers = len(re.findall(r"TASK \[common : .*Gather the installed packages", text))
+    refresh = len(re.findall(r"TASK \[common : apt-cache \| Refresh the apt cache", text))
+    return {"hosts": hosts, "pkgdb_read_tasks": reads, "package_facts_tasks": gathers, "apt_refresh_tasks": refresh}
+res = {"first_converge_s": first, "noop_rerun_s": second, "ratio": round(second / first, 2),
+       "first": recap("results/bench/noop-first.log"), "noop": recap("results/bench/noop-second.log")}
+json.dump(res, open(out, "w"), indent=2)
+print(f"first converge {first:.1f} s, no-op re-run {second:.1f} s, ratio {res['ratio']}")
+for h, v in sorted(res["noop"]["hosts"].items()):
+    print(f"  no-op {h}: {v['results']} task results, {v['changed']} changed")
+print(f"  no-op: package database read tasks {res['noop']['pkgdb_read_tasks']}, package_facts tasks "
+      f"{res['noop']['package_facts_tasks']}, apt refresh tasks {res['noop']['apt_refresh_tasks']} (all hosts)")
+PY
