@@ -40,9 +40,8 @@ def recap(path):
     hosts = {}
     text = open(path).read()
     for m in re.finditer(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)", text, re.M):
-        h = hosts.setdefault(m[1], {"results": 0, "changed": 0})
-        h["results"] += int(m[2]) + int(m[3]) + int(m[5]) + int(m[6])
-        h["changed"] += int(m[3])
+        # one ansible-playbook run over several playbooks prints cumulative recaps: keep the last
+        hosts[m[1]] = {"results": int(m[2]) + int(m[5]) + int(m[6]), "changed": int(m[3])}
     reads = len(re.findall(r"TASK \[common : pkgdb-read \| Read the installed packages", text))
     gathers = len(re.findall(r"TASK \[common : .*Gather the installed packages", text))
     refresh = len(re.findall(r"TASK \[common : apt-cache \| Refresh the apt cache", text))

@@ -449,6 +449,7 @@ needs_playbook = pytest.mark.skipif(ANSIBLE_PLAYBOOK is None or os.geteuid() != 
 
 NOOP_PINNED = [
     "skipping pinned_install | Read the package database (once per play, again after kiln changed it)",
+    "ok pinned_install | Publish the planned changes (common_pinned_result, for the caller)",
     "ok pinned_install | Report version changes",
     "skipping pinned_install | Unhold, install and hold what differs",
     "ok pinned_install | Keep unattended upgrades away from held packages",
@@ -465,7 +466,7 @@ def test_entry_points_read_once_per_play_and_change_only_what_differs(tmp_path: 
     # the first call reads, and holds the one pinned package that was not held
     assert "changed hold-dpkg | Set or release the holds with apt-mark" in seg["pinned 1"]
     assert "cuda: all pinned versions already installed" in out
-    # a no-op call: four task results, none of them a package command
+    # a no-op call: five task results, none of them a package command
     assert seg["pinned 2"] == NOOP_PINNED
     assert seg["hold"] == [
         "skipping hold | Read the package database (once per play, again after kiln changed it)",
@@ -480,7 +481,7 @@ def test_entry_points_read_once_per_play_and_change_only_what_differs(tmp_path: 
     assert "changed hold-dpkg | Set or release the holds with apt-mark" in seg["unhold"]
     # a new play re-reads (the snapshot carries the first play's key) and finds nothing to do
     assert seg["pinned 3"][0] == "included pinned_install | Read the package database (once per play, again after kiln changed it)"
-    assert seg["pinned 3"][-3:] == NOOP_PINNED[1:]
+    assert seg["pinned 3"][-4:] == NOOP_PINNED[1:]
     assert seg["pkgdb"] == ["skipping pkgdb | Read the package database (once per play, when stale, or when asked)"]
     assert seg["pkgdb refresh"][0].startswith("included pkgdb")
     assert "libnccl2" in (fake_host["conf"] / "51kiln-hold-cuda").read_text()
