@@ -14,265 +14,58 @@ into ``{pkg_mgr, packages: {name: [versions]}, held: [names]}``;
 """
 from __future__ import annotations
 
+import functools
+import importlib.util
 import re
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-_APT = re.compile(r"^(?P<name>[a-z0-9][a-z0-9.+-]*)=(?P<version>[A-Za-z0-9.+:~_-]+)$")
-_BARE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
-_DNF = re.compile(r"^(?P<name>[A-Za-z0-9_.+-]+?)-(?P<version>[0-9][A-Za-z0-9.+_~^]*-[A-Za-z0-9.+_~^]+)$")
 _KERNEL_NUM = re.compile(r"\d+")
 
-# The line that separates rpm's package list from the versionlock list in the
-# dnf read (roles/common/vars/RedHat.yml prints it between the two).
-VERSIONLOCK_MARKER = "#kiln:versionlock"
-# dpkg's Status field: want, error flag, state; and the letters of db:Status-Abbrev.
-_DPKG_WANT = {"unknown": "u", "install": "i", "hold": "h", "deinstall": "r", "purge": "p"}
-_DPKG_EFLAG = {"ok": "", "reinstreq": "R", "hold": "", "hold-reinstreq": "R"}
-_DPKG_STATE = {"not-installed": "n", "config-files": "c", "half-installed": "H", "unpacked": "U",
-               "half-configured": "F", "triggers-awaited": "W", "triggers-pending": "t", "installed": "i"}
-# States in which the package's files are in place and configured (the trigger
-# states only wait for another package's trigger); anything else is reinstalled.
-_DPKG_INSTALLED = frozenset({"installed", "triggers-awaited", "triggers-pending"})
-_RPM_VERSION = re.compile(r"^(?P<epoch>[0-9]+):(?P<vr>[^\s:-]+-[^\s:-]+)$")
-_LOCK_ENTRY = re.compile(r"^(?P<name>.+)-(?:[0-9]+:)?[^-]+-[^-]+$")
 
+def _load_core() -> ModuleType:
+    """module_utils/kiln_pkgdb.py, by path.
 
-def kiln_pkg_split(spec: str, pkg_mgr: str, candidate_ok: bool = False) -> dict[str, Any]:
-    """Split one pinned package string into ``{name, version, spec}``.
-
-    With ``candidate_ok`` a bare package name (a distribution package with no recorded
-    build, see kiln_distro_build) is accepted with ``version: None``; otherwise refused.
-
-    apt: ``libnccl2=2.28.7-1+cuda13.0``; dnf: ``libnccl-2.28.7-1+cuda13.0``
-    (version-release; epoch, if any, as ``N:`` before the version).
+    kiln's one import mechanism for code shared by controller plugins and modules:
+    the pure functions live in module_utils/ (which AnsiballZ ships to hosts); a
+    filter file loads them with importlib from the repository's module_utils
+    directory, because Ansible loads filter files without a package to import from.
     """
-    if not isinstance(spec, str):
-        raise AnsibleFilterError(f"kiln_pkg_split: expected a package string, got {type(spec).__name__}")
-    if pkg_mgr == "apt":
-        match = _APT.match(spec)
-    elif pkg_mgr in ("dnf", "yum"):
-        match = _DNF.match(spec)
-    else:
-        raise AnsibleFilterError(f"kiln_pkg_split: unsupported package manager {pkg_mgr!r} (apt or dnf)")
-    if not match:
-        if candidate_ok and _BARE.match(spec):  # no recorded build: the repository's candidate (then held)
-            return {"name": spec, "version": None, "spec": spec}
-        raise AnsibleFilterError(
-            f"kiln_pkg_split: {spec!r} is not an exact {pkg_mgr} pin (apt: name=version, dnf: name-version-release)")
-    return {"name": match["name"], "version": match["version"], "spec": spec}
+    name = "kiln_module_utils_pkgdb"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "module_utils" / "kiln_pkgdb.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:  # pragma: no cover - the file ships with kiln
+            raise ImportError(f"kiln: cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
-def _norm(version: str) -> str:
-    """Compare versions the way the package manager shows them: a 0 epoch is no epoch."""
-    return version[2:] if version.startswith("0:") else version
+_core = _load_core()
+VERSIONLOCK_MARKER = _core.VERSIONLOCK_MARKER
 
 
-def _token_error(field: str, value: str) -> str | None:
-    """Why ``value`` cannot be a package name or version (None when it can)."""
-    if not value:
-        return f"empty {field}"
-    if any(ch.isspace() or not ch.isprintable() for ch in value):
-        return f"{field} {value!r} holds whitespace or control characters"
-    if field == "name" and not value[0].isalnum():
-        return f"name {value!r} does not start with a letter or digit"
-    return None
+def _filter(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The core function as a filter: its PkgError becomes AnsibleFilterError (same message)."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except _core.PkgError as exc:
+            raise AnsibleFilterError(str(exc)) from None
+    return wrapper
 
 
-def _parse_error(pkg_mgr: str, lineno: int, line: str, why: str) -> AnsibleFilterError:
-    shown = line if len(line) <= 120 else line[:117] + "..."
-    return AnsibleFilterError(f"kiln_pkgdb_parse: {pkg_mgr} line {lineno}: {why}: {shown!r}")
-
-
-def _add_version(packages: dict[str, list[str]], name: str, version: str) -> None:
-    versions = packages.setdefault(name, [])
-    if version not in versions:
-        versions.append(version)
-
-
-def _parse_dpkg(lines: list[str]) -> tuple[dict[str, list[str]], set[str]]:
-    packages: dict[str, list[str]] = {}
-    held: set[str] = set()
-    for lineno, line in enumerate(lines, 1):
-        if not line:
-            continue
-        fields = line.split("\t")
-        if len(fields) != 4:
-            raise _parse_error("apt", lineno, line, f"expected 4 tab-separated fields, got {len(fields)}")
-        name, version, abbrev, status = fields
-        words = status.split(" ")
-        if len(words) != 3 or words[0] not in _DPKG_WANT or words[1] not in _DPKG_EFLAG \
-                or words[2] not in _DPKG_STATE:
-            raise _parse_error("apt", lineno, line, f"unknown dpkg status {status!r}")
-        want, eflag, state = words
-        expected = _DPKG_WANT[want] + _DPKG_STATE[state] + _DPKG_EFLAG[eflag]
-        if abbrev.rstrip(" ") != expected:
-            raise _parse_error("apt", lineno, line, f"status abbreviation {abbrev!r} disagrees with {status!r}")
-        why = _token_error("name", name)
-        if why is None and (version or state != "not-installed"):
-            why = _token_error("version", version)
-        if why:
-            raise _parse_error("apt", lineno, line, why)
-        if want == "hold":
-            held.add(name)
-        if state in _DPKG_INSTALLED and eflag in ("ok", "hold"):
-            _add_version(packages, name, version)
-    return packages, held
-
-
-def _parse_rpm(lines: list[str]) -> tuple[dict[str, list[str]], set[str]]:
-    packages: dict[str, list[str]] = {}
-    try:
-        marker = lines.index(VERSIONLOCK_MARKER)
-    except ValueError:
-        raise AnsibleFilterError(
-            f"kiln_pkgdb_parse: dnf output has no {VERSIONLOCK_MARKER!r} line before the versionlock list "
-            "(truncated output, or not the read of roles/common/vars/RedHat.yml)") from None
-    for lineno, line in enumerate(lines[:marker], 1):
-        if not line:
-            continue
-        fields = line.split("\t")
-        if len(fields) != 2:
-            raise _parse_error("dnf", lineno, line, f"expected 2 tab-separated fields, got {len(fields)}")
-        name, evr = fields
-        why = _token_error("name", name)
-        if why:
-            raise _parse_error("dnf", lineno, line, why)
-        match = _RPM_VERSION.match(evr)
-        if not match or _token_error("version", evr):
-            raise _parse_error("dnf", lineno, line, "version is not epoch:version-release")
-        _add_version(packages, name, _norm(evr))
-    held: set[str] = set()
-    for line in lines[marker + 1:]:
-        entry = line.strip()
-        if not entry or entry.startswith(("#", "!")):
-            continue  # comments, and exclusions (which lock nothing in place)
-        match = _LOCK_ENTRY.match(entry)
-        if match and _token_error("name", match["name"]) is None:
-            held.add(match["name"])
-    return packages, held
-
-
-def kiln_pkgdb_parse(stdout: str, pkg_mgr: str) -> dict[str, Any]:
-    """Parse one read of a host's package database into ``{pkg_mgr, packages, held}``.
-
-    apt: ``dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\t${Status}\\n'``.
-    A package counts as installed in the states installed, triggers-awaited and
-    triggers-pending with no reinstall-required flag; ``held`` names every
-    package whose selection is hold (installed or not).
-
-    dnf: ``rpm -qa --qf '%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n'``, then a
-    line ``#kiln:versionlock``, then the versionlock list (one
-    ``name-[epoch:]version-release[.arch]`` pattern a line, as ``dnf versionlock
-    add`` writes them; comments, ``!`` exclusions and lines of another form are
-    ignored). A 0 epoch is left out of the versions, as dnf prints them;
-    ``held`` names every package with a lock entry.
-
-    ``packages`` maps each installed name to its versions in the order read,
-    without duplicates (several for multi-arch or install-only packages such as
-    kernels); ``held`` is sorted. Blank lines are skipped; empty output is an
-    empty database. Names and versions are taken verbatim when non-empty, free
-    of whitespace and control characters, and a name starts with a letter or
-    digit (any script). Anything else (a truncated line, a tab inside a field, an
-    unknown dpkg status) raises AnsibleFilterError naming the line.
-    """
-    if not isinstance(stdout, str):
-        raise AnsibleFilterError(f"kiln_pkgdb_parse: expected the read's stdout as a string, got {type(stdout).__name__}")
-    lines = stdout.split("\n")
-    if pkg_mgr == "apt":
-        packages, held = _parse_dpkg(lines)
-    elif pkg_mgr in ("dnf", "yum"):
-        packages, held = _parse_rpm(lines)
-        pkg_mgr = "dnf"
-    else:
-        raise AnsibleFilterError(f"kiln_pkgdb_parse: unsupported package manager {pkg_mgr!r} (apt or dnf)")
-    return {"pkg_mgr": pkg_mgr, "packages": packages, "held": sorted(held)}
-
-
-def _installed_versions(packages: Mapping[str, Any], name: str) -> list[str]:
-    """Versions of ``name``: from a kiln_pkgdb_parse mapping (strings) or package_facts (dicts)."""
-    entries = packages.get(name) or []
-    if isinstance(entries, str):
-        entries = [entries]
-    if not isinstance(entries, Sequence):
-        raise AnsibleFilterError(f"kiln_pkg_plan: versions of {name!r} must be a list, got {type(entries).__name__}")
-    out: list[str] = []
-    for entry in entries:
-        if isinstance(entry, str):
-            out.append(entry)
-            continue
-        if not isinstance(entry, Mapping):
-            raise AnsibleFilterError(
-                f"kiln_pkg_plan: a version of {name!r} must be a string or a package_facts entry, got {type(entry).__name__}")
-        version = str(entry.get("version", ""))
-        if entry.get("release"):
-            version = f"{version}-{entry['release']}"
-        if entry.get("epoch") not in (None, "", 0, "0"):
-            version = f"{entry['epoch']}:{version}"
-        out.append(version)
-    return out
-
-
-def kiln_pkg_plan(specs: Sequence[str], packages: Mapping[str, Any] | None, pkg_mgr: str,
-                  held: Sequence[str] | None = None) -> dict[str, Any]:
-    """Plan the change from installed packages to the exact pinned ``specs``.
-
-    ``packages`` maps a name to its installed versions: the ``packages`` of
-    ``kiln_pkgdb_parse`` (version strings) or ``ansible_facts['packages']``
-    (package_facts entries). ``held`` names the packages on hold now (the
-    ``held`` of ``kiln_pkgdb_parse``).
-
-    Returns ``{names, specs, changes: [{name, from, to}], installs, upgrades,
-    unchanged, unhold, hold}``; ``from`` is ``None`` for a package not installed
-    yet. A version counts as installed when it matches exactly, or when the only
-    difference is an epoch the package manager left out of its report, or (dnf)
-    an epoch the pin leaves out.
-    ``unhold``: pinned packages to release before the install (a version changes
-    and they are held); ``hold``: pinned packages to hold afterwards (not held
-    yet, or released for the change). Without ``held`` the hold state is
-    unknown: every changing package is released and every pinned one held.
-    """
-    packages = packages or {}
-    if not isinstance(packages, Mapping):
-        raise AnsibleFilterError(f"kiln_pkg_plan: installed packages must be a mapping, got {type(packages).__name__}")
-    if held is not None and (isinstance(held, str) or not isinstance(held, Sequence)):
-        raise AnsibleFilterError(f"kiln_pkg_plan: held must be a list of names, got {type(held).__name__}")
-    plan: dict[str, Any] = {"names": [], "specs": [], "changes": [], "installs": [], "upgrades": [], "unchanged": [],
-                            "unhold": [], "hold": []}
-    for spec in specs:
-        item = kiln_pkg_split(spec, pkg_mgr, candidate_ok=True)
-        plan["names"].append(item["name"])
-        plan["specs"].append(spec)
-        if item["version"] is None:  # a bare name: whatever is installed stays (held); else the candidate
-            if _installed_versions(packages, item["name"]):
-                plan["unchanged"].append(item["name"])
-            else:
-                plan["changes"].append({"name": item["name"], "from": None, "to": "(repository candidate)"})
-                plan["installs"].append(item["name"])
-            continue
-        want = _norm(item["version"])
-        have = [_norm(v) for v in _installed_versions(packages, item["name"])]
-        want_no_epoch = want.split(":", 1)[-1]
-        # dnf installs name-version-release whatever the epoch; apt needs the epoch spelled out.
-        have_any_epoch = [v.split(":", 1)[-1] for v in have] if pkg_mgr != "apt" and ":" not in want else []
-        if want in have or (":" in want and want_no_epoch in have) or want in have_any_epoch:
-            plan["unchanged"].append(item["name"])
-            continue
-        change = {"name": item["name"], "from": have[0] if have else None, "to": item["version"]}
-        plan["changes"].append(change)
-        (plan["upgrades"] if have else plan["installs"]).append(item["name"])
-    on_hold = None if held is None else set(held)
-    changing = {change["name"] for change in plan["changes"]}
-    for name in plan["names"]:
-        if name in changing and (on_hold is None or name in on_hold) and name not in plan["unhold"]:
-            plan["unhold"].append(name)
-        if (on_hold is None or name in changing or name not in on_hold) and name not in plan["hold"]:
-            plan["hold"].append(name)
-    if on_hold is None:
-        plan["unhold"] = [name for name in plan["unhold"] if name in plan["upgrades"]]
-    return plan
+kiln_pkg_split = _filter(_core.kiln_pkg_split)
+kiln_pkgdb_parse = _filter(_core.kiln_pkgdb_parse)
+kiln_pkg_plan = _filter(_core.kiln_pkg_plan)
 
 
 def kiln_kernel_key(kernel: str) -> tuple[int, ...]:
@@ -288,7 +81,7 @@ def kiln_kernels_to_check(running: str, installed: Sequence[str]) -> list[str]:
 
 def kiln_format_change(change: Mapping[str, Any]) -> str:
     """One line for a planned change: ``name from -> to`` or ``name (new) -> to``."""
-    return f"{change['name']} {change.get('from') or '(new)'} -> {change['to']}"
+    return str(_core.format_change(change))
 
 
 class FilterModule:

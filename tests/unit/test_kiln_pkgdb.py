@@ -7,6 +7,7 @@ PATH: they serve and change a text database under tmp_path, so nothing on this m
 """
 from __future__ import annotations
 
+import ast
 import os
 import re
 import stat
@@ -304,22 +305,30 @@ def test_plan_hold_state_invariants(db: dict[str, Any], names: list[str], versio
 
 
 # ---------------------------------------------------------------------------
-# the reads in vars/ match the parser
+# the reads of the module match the parser
+
+KILN_PACKAGES = REPO / "library" / "kiln_packages.py"
 
 
-def test_os_reads_match_the_parser() -> None:
-    debian = yaml.safe_load((ROLE / "vars" / "Debian.yml").read_text())
-    redhat = yaml.safe_load((ROLE / "vars" / "RedHat.yml").read_text())
-    assert debian["__common_pkgdb_argv"] == [
+def _module_constant(name: str) -> Any:
+    tree = ast.parse(KILN_PACKAGES.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{name} not in {KILN_PACKAGES}")
+
+
+def test_module_reads_match_the_parser() -> None:
+    # dpkg-query and rpm expand the backslash escapes themselves: the formats print what the parser reads
+    assert _module_constant("DPKG_QUERY_ARGV") == [
         "dpkg-query", "-W", "-f", r"${Package}\t${Version}\t${db:Status-Abbrev}\t${Status}\n"]
-    argv = redhat["__common_pkgdb_argv"]
-    assert argv[:2] == ["/bin/sh", "-c"] and "{{" not in argv[2]  # values are arguments, not script text
-    assert argv[4] == r"%{NAME}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\n"
-    assert argv[5] == VERSIONLOCK_MARKER
+    assert _module_constant("RPM_QUERY_ARGV") == ["rpm", "-qa", "--qf", r"%{NAME}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\n"]
+    text = KILN_PACKAGES.read_text()
+    assert "shell=True" not in text and "use_unsafe_shell" not in text  # argv lists only
 
 
 # ---------------------------------------------------------------------------
-# the entry points under ansible-playbook, with a fake dpkg
+# the entry points under ansible-playbook, with a fake dpkg / apt
 
 FAKE_DPKG_QUERY = """\
 import os, sys
@@ -335,8 +344,7 @@ state = os.environ["KILN_FAKE_STATE"]
 args = sys.argv[1:]
 with open(os.path.join(state, "calls.log"), "a") as log:
     log.write("apt-mark " + " ".join(args) + "\\n")
-simulate = "--simulate" in args
-action, *names = [a for a in args if a != "--simulate"]
+action, *names = args
 path = os.path.join(state, "dpkg.txt")
 lines = open(path).read().splitlines()
 for i, line in enumerate(lines):
@@ -354,8 +362,43 @@ for i, line in enumerate(lines):
     else:
         print(f"Canceled hold on {name}.")
         lines[i] = "\\t".join([name, version, "i" + abbrev[1:], "install " + rest])
-if not simulate:
-    open(path, "w").write("\\n".join(lines) + "\\n")
+open(path, "w").write("\\n".join(lines) + "\\n")
+"""
+
+# apt-get: "update" succeeds; "install name=version ..." rewrites dpkg.txt, refusing held packages
+# (as dpkg does without --allow-change-held-packages) and versions listed in refuse.txt.
+FAKE_APT_GET = """\
+import os, sys
+state = os.environ["KILN_FAKE_STATE"]
+args = sys.argv[1:]
+with open(os.path.join(state, "calls.log"), "a") as log:
+    log.write("apt-get " + " ".join(a for a in args if not a.startswith(("-", "Dpkg::", "DPkg::"))) + "\\n")
+policy = os.environ.get("KILN_FAKE_POLICY")
+if policy:
+    with open(os.path.join(state, "calls.log"), "a") as log:
+        log.write("policy-rc.d " + (open(policy).read().strip().splitlines()[-1] if os.path.exists(policy) else "absent") + "\\n")
+if "update" in args:
+    sys.exit(0)
+specs = args[args.index("install") + 1:]
+refuse = open(os.path.join(state, "refuse.txt")).read().split() if os.path.exists(os.path.join(state, "refuse.txt")) else []
+path = os.path.join(state, "dpkg.txt")
+lines = [l for l in open(path).read().splitlines() if l]
+for spec in specs:
+    if spec in refuse:
+        sys.stderr.write(f"E: Version '{spec.split('=')[1]}' for '{spec.split('=')[0]}' was not found\\n")
+        sys.exit(100)
+for spec in specs:
+    name, _, version = spec.partition("=")
+    for i, line in enumerate(lines):
+        if line.split("\\t")[0] == name:
+            if line.split("\\t")[3].startswith("hold"):
+                sys.stderr.write(f"E: Held packages were changed and -y was used without --allow-change-held-packages.\\n")
+                sys.exit(100)
+            lines[i] = "\\t".join([name, version or "9.9-1", "ii ", "install ok installed"])
+            break
+    else:
+        lines.append("\\t".join([name, version or "9.9-1", "ii ", "install ok installed"]))
+open(path, "w").write("\\n".join(lines) + "\\n")
 """
 
 DPKG = (
@@ -365,7 +408,9 @@ DPKG = (
     "less\t590-2\tii \tinstall ok installed\n"
 )
 
+READ = r"dpkg-query -W -f ${Package}\t${Version}\t${db:Status-Abbrev}\t${Status}\n"
 NCCL = '["libnccl2=2.28.7-1+cuda13.0", "libnccl-dev=2.28.7-1+cuda13.0"]'
+NCCL_NEW = '["libnccl2=2.29.2-1+cuda13.0", "libnccl-dev=2.29.2-1+cuda13.0"]'
 CALLS = [
     ("pinned 1", "pinned_install", f"{{common_pinned_packages: {NCCL}, common_hold_owner: cuda}}"),
     ("pinned 2", "pinned_install", f"{{common_pinned_packages: {NCCL}, common_hold_owner: cuda}}"),
@@ -375,23 +420,25 @@ CALLS = [
 ]
 CALLS_PLAY2 = [
     ("pinned 3", "pinned_install", f"{{common_pinned_packages: {NCCL}, common_hold_owner: cuda}}"),
-    ("pkgdb", "pkgdb", "{}"),
-    ("pkgdb refresh", "pkgdb", "{common_pkgdb_refresh: true}"),
+    ("upgrade", "pinned_install", f"{{common_pinned_packages: {NCCL_NEW}, common_hold_owner: cuda}}"),
+    ("packages new", "packages", "{common_packages: [less, iperf3]}"),
 ]
 
 
-def _play(name: str, calls: list[tuple[str, str, str]], load_vars: bool) -> str:
+def _play(name: str, calls: list[tuple[str, str, str]], policy: Path) -> str:
     tasks = []
-    if load_vars:  # as common's include_vars would on a Debian host (localhost may be anything)
-        tasks.append(f"    - name: Load the Debian variables\n"
-                     f"      ansible.builtin.include_vars: {ROLE / 'vars' / 'Debian.yml'}\n")
     for label, entry, params in calls:
         tasks.append(f"    - name: MARK {label}\n      ansible.builtin.debug: {{msg: mark}}\n"
                      f"    - name: CALL {label}\n      ansible.builtin.include_role: {{name: common, tasks_from: {entry}}}\n"
                      f"      vars: {params}\n")
     tasks.append("    - name: MARK end\n      ansible.builtin.debug: {msg: mark}\n")
     return (f"- name: {name}\n  hosts: localhost\n  gather_facts: false\n"
+            "  vars:\n    ansible_facts: {pkg_mgr: apt}\n"
+            "    common_apt_cache_valid_time: 3600\n"
+            "  module_defaults:\n"
+            f"    kiln_packages: {{policy_rc_d_path: {policy}, apt_stamp: {policy.parent / 'stamp'}}}\n"
             "  environment:\n    PATH: \"{{ fake_bin }}:/usr/bin:/bin\"\n    KILN_FAKE_STATE: \"{{ fake_state }}\"\n"
+            f"    KILN_FAKE_POLICY: {policy}\n"
             "  tasks:\n" + "".join(tasks))
 
 
@@ -420,82 +467,119 @@ def _segments(out: str) -> dict[str, list[str]]:
 def fake_host(tmp_path: Path) -> dict[str, Path]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, code in (("dpkg-query", FAKE_DPKG_QUERY), ("apt-mark", FAKE_APT_MARK)):
+    for name, code in (("dpkg-query", FAKE_DPKG_QUERY), ("apt-mark", FAKE_APT_MARK), ("apt-get", FAKE_APT_GET)):
         script = bin_dir / name
         script.write_text(f"#!{sys.executable}\n{code}")
         script.chmod(script.stat().st_mode | stat.S_IXUSR)
     (tmp_path / "dpkg.txt").write_text(DPKG)
     (tmp_path / "conf").mkdir()
-    return {"bin": bin_dir, "state": tmp_path, "conf": tmp_path / "conf"}
+    (tmp_path / "sbin").mkdir()
+    (tmp_path / "sbin" / "stamp").write_text("")
+    return {"bin": bin_dir, "state": tmp_path, "conf": tmp_path / "conf", "policy": tmp_path / "sbin" / "policy-rc.d"}
 
 
-def _run(tmp_path: Path, fake_host: dict[str, Path], *extra: str) -> tuple[str, dict[str, list[str]], list[str]]:
+def _run(tmp_path: Path, fake_host: dict[str, Path], *extra: str,
+         plays: tuple[list[tuple[str, str, str]], ...] = (CALLS, CALLS_PLAY2)) -> tuple[str, dict[str, list[str]], list[str], int]:
     book = tmp_path / "pkgdb-play.yml"
-    book.write_text("---\n" + _play("pkgdb test | first play", CALLS, True)
-                    + _play("pkgdb test | second play", CALLS_PLAY2, False))
+    book.write_text("---\n" + "".join(_play(f"pkgdb test | play {n}", calls, fake_host["policy"])
+                                      for n, calls in enumerate(plays, 1)))
     res = run_playbook(str(book), "-i", "localhost,", "-c", "local", *extra,
                        "-e", f"ansible_python_interpreter={sys.executable}",
                        "-e", f"fake_bin={fake_host['bin']}", "-e", f"fake_state={fake_host['state']}",
                        "-e", f"__common_unattended_conf_dir={fake_host['conf']}", tmp_path=tmp_path)
     out = res.stdout + res.stderr
-    assert res.returncode == 0, out
     calls_log = fake_host["state"] / "calls.log"
     calls = calls_log.read_text().splitlines() if calls_log.exists() else []
-    return out, _segments(out), calls
+    return out, _segments(out), calls, res.returncode
 
 
 needs_playbook = pytest.mark.skipif(ANSIBLE_PLAYBOOK is None or os.geteuid() != 0,
-                                    reason="needs ansible-playbook and root (the templates are owned by root)")
+                                    reason="needs ansible-playbook and root (the module writes root-owned files)")
 
-NOOP_PINNED = [
-    "skipping pinned_install | Read the package database (once per play, again after kiln changed it)",
-    "ok pinned_install | Publish the planned changes (common_pinned_result, for the caller)",
-    "ok pinned_install | Report version changes",
-    "skipping pinned_install | Unhold, install and hold what differs",
-    "ok pinned_install | Keep unattended upgrades away from held packages",
-]
+NOOP_PINNED = ["ok pinned_install | Install the exact versions and hold them: cuda",
+               "skipping pinned_install | Report version changes: cuda"]
 
 
 @needs_playbook
-def test_entry_points_read_once_per_play_and_change_only_what_differs(tmp_path: Path,
-                                                                      fake_host: dict[str, Path]) -> None:
-    out, seg, calls = _run(tmp_path, fake_host)
-    read = r"dpkg-query -W -f ${Package}\t${Version}\t${db:Status-Abbrev}\t${Status}\n"
-    # one read in each play, the second for pkgdb with common_pkgdb_refresh; one apt-mark per change
-    assert calls == [read, "apt-mark hold libnccl2", "apt-mark unhold chrony", read, read], out
-    # the first call reads, and holds the one pinned package that was not held
-    assert "changed hold-dpkg | Set or release the holds with apt-mark" in seg["pinned 1"]
-    assert "cuda: all pinned versions already installed" in out
-    # a no-op call: five task results, none of them a package command
-    assert seg["pinned 2"] == NOOP_PINNED
-    assert seg["hold"] == [
-        "skipping hold | Read the package database (once per play, again after kiln changed it)",
-        "ok hold | Check every package to hold is installed",
-        "skipping hold | Apply the hold with the distribution's mechanism (only what differs)",
-        "changed hold | Keep unattended upgrades away from held packages",  # first write of the file
-    ]
-    assert seg["packages"] == [
-        "skipping packages | Read the package database (once per play, again after kiln changed it)",
-        "skipping packages | Install the packages that are missing",
-    ]
-    assert "changed hold-dpkg | Set or release the holds with apt-mark" in seg["unhold"]
-    # a new play re-reads (the snapshot carries the first play's key) and finds nothing to do
-    assert seg["pinned 3"][0] == "included pinned_install | Read the package database (once per play, again after kiln changed it)"
-    assert seg["pinned 3"][-4:] == NOOP_PINNED[1:]
-    assert seg["pkgdb"] == ["skipping pkgdb | Read the package database (once per play, when stale, or when asked)"]
-    assert seg["pkgdb refresh"][0].startswith("included pkgdb")
-    assert "libnccl2" in (fake_host["conf"] / "51kiln-hold-cuda").read_text()
-    assert kiln_pkgdb_parse((fake_host["state"] / "dpkg.txt").read_text(), "apt")["held"] == ["libnccl-dev", "libnccl2"]
-    # the snapshot never reaches the persistent fact cache (it belongs to this run's plays)
-    assert not [f for f in (tmp_path / "facts").glob("*") if "kiln_pkgdb" in f.read_text()]
+def test_entry_points_are_one_task_and_change_only_what_differs(tmp_path: Path,
+                                                                 fake_host: dict[str, Path]) -> None:
+    out, seg, calls, rc = _run(tmp_path, fake_host)
+    assert rc == 0, out
+    assert calls == [
+        READ, "apt-mark hold libnccl2", READ,              # pinned 1: hold the one not held, verify
+        READ,                                              # pinned 2: a no-op reads once, runs nothing
+        READ,                                              # hold: chrony already held
+        READ,                                              # packages: both installed
+        READ, "apt-mark unhold chrony",                    # unhold
+        READ,                                              # play 2, pinned 3: no-op
+        READ, "apt-mark unhold libnccl2 libnccl-dev",      # upgrade: release, install, hold, verify
+        "apt-get install libnccl2=2.29.2-1+cuda13.0 libnccl-dev=2.29.2-1+cuda13.0", "policy-rc.d exit 101",
+        READ, "apt-mark hold libnccl2 libnccl-dev", READ,
+        READ, "apt-get install iperf3", "policy-rc.d exit 101",  # packages new: only the missing name
+    ], out
+    assert seg["pinned 1"] == ["changed pinned_install | Install the exact versions and hold them: cuda",
+                               "skipping pinned_install | Report version changes: cuda"]
+    # a no-op call: the module says so and runs no package command; the report is skipped
+    assert seg["pinned 2"] == NOOP_PINNED and seg["pinned 3"] == NOOP_PINNED
+    assert seg["hold"] == ["changed hold | Set the hold state: common"]  # first write of the exclusion file
+    assert seg["packages"] == ["ok packages | Install the packages that are missing"]
+    assert seg["unhold"] == ["changed hold | Set the hold state: common"]
+    assert "- 'cuda: changing'\n    - libnccl2 2.28.7-1+cuda13.0 -> 2.29.2-1+cuda13.0\n    - libnccl-dev 2.28.7-1+cuda13.0 -> 2.29.2-1+cuda13.0" in out
+    db = kiln_pkgdb_parse((fake_host["state"] / "dpkg.txt").read_text(), "apt")
+    assert db["held"] == ["libnccl-dev", "libnccl2"] and db["packages"]["libnccl2"] == ["2.29.2-1+cuda13.0"]
+    assert "iperf3" in db["packages"] and "iperf3" not in db["held"]
+    conf = (fake_host["conf"] / "51kiln-hold-cuda").read_text()
+    assert '"^libnccl2$";' in conf and '"^libnccl\\-dev$";' in conf
+    assert '"^chrony$";' in (fake_host["conf"] / "51kiln-hold-common").read_text()
+    assert not fake_host["policy"].exists()  # the temporary policy-rc.d is gone after each install
 
 
 @needs_playbook
-def test_check_mode_reports_the_hold_and_changes_nothing(tmp_path: Path, fake_host: dict[str, Path]) -> None:
-    out, seg, calls = _run(tmp_path, fake_host, "--check")
+def test_check_mode_reports_the_changes_and_changes_nothing(tmp_path: Path, fake_host: dict[str, Path]) -> None:
+    out, seg, calls, rc = _run(tmp_path, fake_host, "--check")
+    assert rc == 0, out
     assert (fake_host["state"] / "dpkg.txt").read_text() == DPKG
-    assert "apt-mark --simulate hold libnccl2" in calls and "apt-mark --simulate unhold chrony" in calls, out
-    assert not [c for c in calls if c.startswith("apt-mark") and "--simulate" not in c]
-    assert "changed hold-dpkg | Set or release the holds with apt-mark" in seg["pinned 1"]
-    # the simulated hold is remembered for the rest of the play: the second call predicts no change
-    assert seg["pinned 2"][0] == NOOP_PINNED[0] and seg["pinned 2"][2] == NOOP_PINNED[2]
+    assert [c for c in calls if c != READ] == [], out  # nothing but reads
+    assert seg["pinned 1"] == ["changed pinned_install | Install the exact versions and hold them: cuda",
+                               "skipping pinned_install | Report version changes: cuda"]  # a hold, no version change
+    assert seg["upgrade"] == ["changed pinned_install | Install the exact versions and hold them: cuda",
+                              "ok pinned_install | Report version changes: cuda"]
+    assert seg["unhold"] == ["changed hold | Set the hold state: common"]
+    assert not list(fake_host["conf"].iterdir())
+
+
+@needs_playbook
+def test_a_failed_install_puts_the_holds_back_and_a_rerun_converges(tmp_path: Path,
+                                                                     fake_host: dict[str, Path]) -> None:
+    (fake_host["state"] / "refuse.txt").write_text("libnccl2=2.29.2-1+cuda13.0\n")
+    plays = ([("upgrade", "pinned_install", f"{{common_pinned_packages: {NCCL_NEW}, common_hold_owner: cuda}}")],)
+    (fake_host["state"] / "dpkg.txt").write_text(DPKG.replace("libnccl2\t2.28.7-1+cuda13.0\tii \tinstall",
+                                                              "libnccl2\t2.28.7-1+cuda13.0\thi \thold"))
+    out, seg, calls, rc = _run(tmp_path, fake_host, plays=plays)
+    assert rc != 0
+    assert "Version '2.29.2-1+cuda13.0' for 'libnccl2' was not found" in out
+    # the lists were fresh (stamp): one refresh and a second try before giving up
+    assert calls.count("apt-get update") == 1 and len([c for c in calls if c.startswith("apt-get install")]) == 2
+    assert calls[-1] == "apt-mark hold libnccl2 libnccl-dev", calls  # the released holds are back
+    db = kiln_pkgdb_parse((fake_host["state"] / "dpkg.txt").read_text(), "apt")
+    assert db["held"] == ["chrony", "libnccl-dev", "libnccl2"] and db["packages"]["libnccl2"] == ["2.28.7-1+cuda13.0"]
+    assert not fake_host["policy"].exists()
+    (fake_host["state"] / "refuse.txt").unlink()
+    out, seg, calls, rc = _run(tmp_path, fake_host, plays=plays)
+    assert rc == 0, out
+    db = kiln_pkgdb_parse((fake_host["state"] / "dpkg.txt").read_text(), "apt")
+    assert db["packages"]["libnccl2"] == ["2.29.2-1+cuda13.0"] and "libnccl2" in db["held"]
+
+
+@needs_playbook
+def test_a_policy_rc_d_left_by_an_interrupted_run_is_cleared(tmp_path: Path, fake_host: dict[str, Path]) -> None:
+    fake_host["policy"].write_text("#!/bin/sh\n# kiln: temporary policy-rc.d (kiln_packages)\nexit 101\n")
+    out, seg, calls, rc = _run(tmp_path, fake_host, plays=([CALLS[1]],))
+    assert rc == 0, out
+    assert not fake_host["policy"].exists()
+    site = "#!/bin/sh\nexit 0\n"
+    fake_host["policy"].write_text(site)
+    plays = ([("packages new", "packages", "{common_packages: [iperf3]}")],)
+    out, seg, calls, rc = _run(tmp_path, fake_host, plays=plays)
+    assert rc == 0, out
+    assert "policy-rc.d exit 101" in calls and fake_host["policy"].read_text() == site  # the site's own is back

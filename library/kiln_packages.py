@@ -1,0 +1,404 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+"""Ansible module: kiln's one package mechanism (logic in module_utils/kiln_pkgdb.py)."""
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: kiln_packages
+short_description: Install exact package versions and hold them, in one task (kiln's package mechanism)
+description:
+  - Reads the host's package database in-process (dpkg-query, or rpm plus the dnf versionlock list),
+    plans with C(kiln_pkg_plan) (module_utils/kiln_pkgdb.py) and changes only what differs.
+  - C(state=pinned) unholds the pinned packages whose version changes, installs the exact versions in one
+    apt/dnf transaction, holds every pinned package, writes the unattended-upgrades exclusion of the
+    owner, then reads the database again and fails unless every package is at its pin and held.
+    A failed install puts back the holds it released, so a re-run starts from the same state.
+  - C(state=held) / C(state=unheld) hold or release installed packages (apt-mark, dnf versionlock);
+    C(state=present) installs the names that are missing, at the repository's candidate, unheld.
+  - Refreshes the apt cache before an install only when it is empty or its update stamp is older than
+    O(apt_cache_valid_time), and once more when apt cannot find a pinned version in a cache it did not
+    refresh itself.
+  - In check mode nothing runs but the read; the result says what would change.
+options:
+  packages:
+    description: Exact pins (apt C(name=version), dnf C(name-version-release)) or bare names (the candidate).
+    type: list
+    elements: str
+    required: true
+  state:
+    description: What to make true of O(packages).
+    type: str
+    choices: [pinned, held, unheld, present]
+    default: pinned
+  owner:
+    description: Who pins them (the unattended-upgrades file is C(51kiln-hold-<owner>)); lower case, digits, dashes.
+    type: str
+    default: common
+  pkg_mgr:
+    description: The host's package manager (C(ansible_facts['pkg_mgr'])).
+    type: str
+    choices: [apt, dnf]
+    required: true
+  policy_rc_d:
+    description: apt only, exit code of a temporary C(/usr/sbin/policy-rc.d) during the install (101 keeps services stopped); unset for none.
+    type: int
+  unattended_conf_dir:
+    description: Where the unattended-upgrades exclusion is written; empty for none (dnf-automatic honours versionlock).
+    type: str
+    default: ''
+  policy_rc_d_path:
+    description: Where apt's policy-rc.d lives (tests point it elsewhere).
+    type: path
+    default: /usr/sbin/policy-rc.d
+  apt_cache_valid_time:
+    description: Seconds an apt cache refresh stays valid (its stamp is O(apt_stamp)); 0 refreshes before every install.
+    type: int
+    default: 3600
+  apt_stamp:
+    description: The update-success stamp touched after each refresh.
+    type: path
+    default: /var/lib/apt/periodic/update-success-stamp
+  lock_timeout:
+    description: Seconds apt/dnf wait for the package-manager lock.
+    type: int
+    default: 120
+author: kiln
+"""
+
+EXAMPLES = r"""
+- name: Install CUDA at the stack's versions and hold it
+  kiln_packages:
+    packages: "{{ kiln_stack | kiln_pkg('cuda') }}"
+    owner: cuda
+    pkg_mgr: "{{ ansible_facts['pkg_mgr'] }}"
+    policy_rc_d: 101
+    unattended_conf_dir: /etc/apt/apt.conf.d
+  register: common_pinned_result
+"""
+
+RETURN = r"""
+owner: {description: The owner given., returned: always, type: str}
+names: {description: The package names of O(packages)., returned: always, type: list}
+changes: {description: "Version changes, C({name, from, to}); from is null for a new package.", returned: always, type: list}
+unhold: {description: Holds released for the change., returned: always, type: list}
+hold: {description: Holds set (or that would be set)., returned: always, type: list}
+installs: {description: Names installed by C(state=present)., returned: always, type: list}
+msg: {description: One line saying what changed or that nothing had to., returned: always, type: str}
+cache_refreshed: {description: Whether the apt cache was refreshed., returned: always, type: bool}
+commands: {description: The package commands run (argv lists)., returned: always, type: list}
+"""
+
+import os
+import re
+import shutil
+import time
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kiln_pkgdb import (
+    VERSIONLOCK_MARKER,
+    PkgError,
+    format_change,
+    kiln_pkg_plan,
+    kiln_pkg_split,
+    kiln_pkgdb_parse,
+    unattended_conf,
+)
+
+DPKG_QUERY_ARGV = ["dpkg-query", "-W", "-f", "${Package}\\t${Version}\\t${db:Status-Abbrev}\\t${Status}\\n"]
+RPM_QUERY_ARGV = ["rpm", "-qa", "--qf", "%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n"]
+VERSIONLOCK_LIST = "/etc/dnf/plugins/versionlock.list"
+POLICY_MARK = "# kiln: temporary policy-rc.d (kiln_packages)"
+APT_LISTS = "/var/lib/apt/lists"
+_OWNER = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+_BARE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
+_APT_MISSING = re.compile(r"(Version '[^']*' for '[^']*' was not found|Unable to locate package|has no installation candidate)")
+APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "DEBCONF_NONINTERACTIVE_SEEN": "true", "LC_ALL": "C", "LANG": "C"}
+
+
+class Host:
+    """The package commands of one host, run through AnsibleModule (argv lists, never a shell)."""
+
+    def __init__(self, module: AnsibleModule, pkg_mgr: str, lock_timeout: int) -> None:
+        self.module = module
+        self.pkg_mgr = pkg_mgr
+        self.lock_timeout = lock_timeout
+        self.commands: list[list[str]] = []
+
+    def run(self, argv: list[str], record: bool = True) -> tuple[int, str, str]:
+        if record:
+            self.commands.append(argv)
+        return self.module.run_command(argv, environ_update=APT_ENV if self.pkg_mgr == "apt" else {"LC_ALL": "C"})
+
+    def must(self, argv: list[str], what: str, **extra: Any) -> str:
+        rc, out, err = self.run(argv)
+        if rc != 0:
+            self.fail(f"{what} failed (rc {rc}): {(err or out).strip()[-2000:]}", **extra)
+        return out
+
+    def fail(self, msg: str, **extra: Any) -> None:
+        self.module.fail_json(msg=msg, commands=self.commands, **extra)
+
+    def read(self) -> dict[str, Any]:
+        """One read of the package database, parsed (packages + hold state)."""
+        if self.pkg_mgr == "apt":
+            rc, out, err = self.run(DPKG_QUERY_ARGV, record=False)
+            if rc != 0:
+                self.fail(f"reading the package database (dpkg-query) failed (rc {rc}): {err.strip()}")
+        else:
+            rc, out, err = self.run(RPM_QUERY_ARGV, record=False)
+            if rc != 0:
+                self.fail(f"reading the package database (rpm -qa) failed (rc {rc}): {err.strip()}")
+            locks = ""
+            if os.path.exists(VERSIONLOCK_LIST):
+                with open(VERSIONLOCK_LIST, encoding="utf-8", errors="replace") as handle:
+                    locks = handle.read()
+            out = f"{out.rstrip(chr(10))}\n{VERSIONLOCK_MARKER}\n{locks}"
+        try:
+            return kiln_pkgdb_parse(out, self.pkg_mgr)
+        except PkgError as exc:
+            self.fail(f"cannot parse the package database: {exc}")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def set_hold(self, names: list[str], hold: bool) -> None:
+        if not names:
+            return
+        if self.pkg_mgr == "apt":
+            self.must(["apt-mark", "hold" if hold else "unhold"] + names, "apt-mark")
+        else:
+            self.must(["dnf", "-q", "-y", "versionlock", "add" if hold else "delete"] + names, "dnf versionlock")
+
+
+class PolicyRcD:
+    """A temporary /usr/sbin/policy-rc.d for the length of an apt transaction.
+
+    One left behind by an interrupted run (it carries POLICY_MARK) is cleared first,
+    and a site's own policy-rc.d is put back afterwards.
+    """
+
+    def __init__(self, code: int | None, path: str) -> None:
+        self.code = code
+        self.path = path
+        self.saved = path + ".kiln-saved"
+
+    def recover(self) -> None:
+        if os.path.exists(self.saved):
+            os.replace(self.saved, self.path)
+        elif os.path.exists(self.path):
+            with open(self.path, encoding="utf-8", errors="replace") as handle:
+                if POLICY_MARK in handle.read():
+                    os.unlink(self.path)
+
+    def __enter__(self) -> PolicyRcD:
+        self.recover()
+        if self.code is None:
+            return self
+        if os.path.exists(self.path):
+            shutil.copy2(self.path, self.saved)
+        tmp = self.path + ".kiln-tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(f"#!/bin/sh\n{POLICY_MARK}\nexit {int(self.code)}\n")
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, self.path)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.code is None:
+            return
+        if os.path.exists(self.saved):
+            os.replace(self.saved, self.path)
+        elif os.path.exists(self.path):
+            os.unlink(self.path)
+
+
+def apt_cache_stale(valid_time: int, stamp: str, now: float) -> bool:
+    """Whether the apt cache must be refreshed before an install."""
+    try:
+        lists = [n for n in os.listdir(APT_LISTS) if "_Packages" in n]
+    except OSError:
+        lists = []
+    if not lists or not os.path.exists(stamp):
+        return True
+    return valid_time <= 0 or now - os.stat(stamp).st_mtime >= valid_time
+
+
+def refresh_apt(host: Host, stamp: str) -> None:
+    host.must(["apt-get", "-q", "-o", f"DPkg::Lock::Timeout={host.lock_timeout}", "update"], "apt-get update")
+    os.makedirs(os.path.dirname(stamp), exist_ok=True)
+    with open(stamp, "a", encoding="utf-8"):
+        pass
+    os.utime(stamp, None)
+
+
+def install(host: Host, specs: list[str], params: dict[str, Any]) -> bool:
+    """Install ``specs`` in one transaction; True when the apt cache was refreshed."""
+    if host.pkg_mgr == "dnf":
+        host.must(["dnf", "-q", "-y", "install"] + specs, "dnf install")
+        return False
+    refreshed = False
+    if apt_cache_stale(params["apt_cache_valid_time"], params["apt_stamp"], time.time()):
+        refresh_apt(host, params["apt_stamp"])
+        refreshed = True
+    argv = ["apt-get", "-y", "-q", "--no-install-recommends", "--allow-downgrades",
+            "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold",
+            "-o", f"DPkg::Lock::Timeout={host.lock_timeout}", "install"] + specs
+    with PolicyRcD(params["policy_rc_d"], params["policy_rc_d_path"]):
+        rc, out, err = host.run(argv)
+        if rc != 0 and not refreshed and _APT_MISSING.search(err + out):
+            # the lists predate a repository change (a new mirror snapshot, a new release): once more, fresh
+            refresh_apt(host, params["apt_stamp"])
+            refreshed = True
+            rc, out, err = host.run(argv)
+    if rc != 0:
+        raise PkgError(f"apt-get install failed (rc {rc}): {(err or out).strip()[-2000:]}")
+    return refreshed
+
+
+def dnf_downgrade(host: Host, specs: list[str]) -> None:
+    """dnf install leaves a newer installed version in place: downgrade what is still above its pin."""
+    if specs:
+        host.must(["dnf", "-q", "-y", "downgrade"] + specs, "dnf downgrade")
+
+
+def write_conf(module: AnsibleModule, path: str, content: str) -> bool:
+    """Write ``content`` to ``path`` (0644 root) when it differs; True when it did (or would)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            if handle.read() == content:
+                return False
+    except OSError:
+        pass
+    if module.check_mode:
+        return True
+    tmp = path + ".kiln-tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(content)
+    os.chmod(tmp, 0o644)
+    module.atomic_move(tmp, path)
+    return True
+
+
+def pinned(module: AnsibleModule, host: Host, params: dict[str, Any], result: dict[str, Any]) -> None:
+    db = host.read()
+    try:
+        plan = kiln_pkg_plan(params["packages"], db["packages"], host.pkg_mgr, db["held"])
+    except PkgError as exc:
+        host.fail(f"{params['owner']}: {exc}")
+    result.update(names=plan["names"], changes=plan["changes"], unhold=plan["unhold"],
+                  hold=[n for n in plan["hold"] if not (module.check_mode and n in plan["installs"])])
+    owner = params["owner"]
+    result["msg"] = (f"{owner}: changing " + ", ".join(format_change(c) for c in plan["changes"])
+                     if plan["changes"] else f"{owner}: all pinned versions already installed")
+    conf_dir = params["unattended_conf_dir"]
+    if conf_dir and write_conf(module, os.path.join(conf_dir, f"51kiln-hold-{owner}"),
+                               unattended_conf(owner, plan["names"])):
+        result["changed"] = True
+    if not plan["changes"] and not plan["hold"]:
+        return
+    result["changed"] = True
+    if module.check_mode:
+        return
+    host.set_hold(plan["unhold"], hold=False)
+    db = {**db, "held": [n for n in db["held"] if n not in plan["unhold"]]}
+    specs = [s for s in plan["specs"] if kiln_pkg_split(s, host.pkg_mgr, candidate_ok=True)["name"]
+             in {c["name"] for c in plan["changes"]}]
+    if specs:
+        try:
+            result["cache_refreshed"] = install(host, specs, params)
+        except PkgError as exc:
+            host.set_hold(plan["unhold"], hold=True)  # put back the operator's holds: a re-run starts the same
+            host.fail(f"{owner}: {exc}", changes=plan["changes"])
+        if host.pkg_mgr == "dnf":
+            after = host.read()
+            behind = kiln_pkg_plan(specs, after["packages"], "dnf", after["held"])
+            dnf_downgrade(host, [s for s in specs if kiln_pkg_split(s, "dnf", candidate_ok=True)["name"]
+                                 in {c["name"] for c in behind["changes"]}])
+    if specs:
+        db = host.read()
+    host.set_hold([n for n in plan["names"] if n not in db["held"]], hold=True)
+    after = host.read()
+    final = kiln_pkg_plan(params["packages"], after["packages"], host.pkg_mgr, after["held"])
+    if final["changes"] or final["hold"]:
+        host.fail(f"{owner}: after the install, not at the pins or not held: "
+                  + ", ".join([format_change(c) for c in final["changes"]] + [f"{n} not held" for n in final["hold"]]),
+                  changes=plan["changes"])
+
+
+def holds(module: AnsibleModule, host: Host, params: dict[str, Any], result: dict[str, Any]) -> None:
+    names = params["packages"]
+    bad = [n for n in names if not _BARE.match(n)]
+    if bad:
+        host.fail(f"{params['owner']}: package names to hold or release must be bare names (no versions "
+                  f"or globs): {', '.join(bad)}. Pin the version in the role that installs the package, then hold the name.")
+    db = host.read()
+    hold = params["state"] == "held"
+    missing = [n for n in names if n not in db["packages"]]
+    if missing:
+        host.fail(f"cannot {'hold' if hold else 'unhold'} packages that are not installed: {', '.join(missing)} "
+                  f"(owner {params['owner']}). Install them first, or remove them from the hold list.")
+    todo = [n for n in names if (n not in db["held"]) == hold]
+    result.update(names=names, hold=todo if hold else [], unhold=[] if hold else todo)
+    result["msg"] = f"{params['owner']}: {'holding' if hold else 'releasing'} {', '.join(todo)}" if todo \
+        else f"{params['owner']}: hold state already as asked"
+    if hold and params["unattended_conf_dir"] and write_conf(
+            module, os.path.join(params["unattended_conf_dir"], f"51kiln-hold-{params['owner']}"),
+            unattended_conf(params["owner"], names)):
+        result["changed"] = True
+    if todo:
+        result["changed"] = True
+        if not module.check_mode:
+            host.set_hold(todo, hold=hold)
+
+
+def present(module: AnsibleModule, host: Host, params: dict[str, Any], result: dict[str, Any]) -> None:
+    names = params["packages"]
+    bad = [n for n in names if not _BARE.match(n)]
+    if bad:
+        host.fail(f"state=present takes bare package names: {', '.join(bad)}")
+    db = host.read()
+    todo = [n for n in dict.fromkeys(names) if n not in db["packages"]]
+    result.update(names=names, installs=todo,
+                  msg=f"installing {', '.join(todo)}" if todo else "all packages already installed")
+    if not todo:
+        return
+    result["changed"] = True
+    if module.check_mode:
+        return
+    try:
+        result["cache_refreshed"] = install(host, todo, params)
+    except PkgError as exc:
+        host.fail(str(exc))
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "packages": {"type": "list", "elements": "str", "required": True},
+            "state": {"type": "str", "choices": ["pinned", "held", "unheld", "present"], "default": "pinned"},
+            "owner": {"type": "str", "default": "common"},
+            "pkg_mgr": {"type": "str", "choices": ["apt", "dnf"], "required": True},
+            "policy_rc_d": {"type": "int"},
+            "unattended_conf_dir": {"type": "str", "default": ""},
+            "policy_rc_d_path": {"type": "path", "default": "/usr/sbin/policy-rc.d"},
+            "apt_cache_valid_time": {"type": "int", "default": 3600},
+            "apt_stamp": {"type": "path", "default": "/var/lib/apt/periodic/update-success-stamp"},
+            "lock_timeout": {"type": "int", "default": 120},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    if not _OWNER.match(params["owner"]):
+        module.fail_json(msg=f"owner {params['owner']!r} must be lower-case letters, digits and dashes "
+                             "(it names the file 51kiln-hold-<owner>)")
+    host = Host(module, params["pkg_mgr"], params["lock_timeout"])
+    result: dict[str, Any] = {"changed": False, "owner": params["owner"], "names": [], "changes": [],
+                              "unhold": [], "hold": [], "installs": [], "cache_refreshed": False}
+    if params["pkg_mgr"] == "apt" and not module.check_mode:
+        PolicyRcD(None, params["policy_rc_d_path"]).recover()
+    {"pinned": pinned, "held": holds, "unheld": holds, "present": present}[params["state"]](
+        module, host, params, result)
+    module.exit_json(commands=host.commands, **result)
+
+
+if __name__ == "__main__":
+    main()
