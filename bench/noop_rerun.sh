@@ -55,6 +55,6 @@ json.dump(res, open(out, "w"), indent=2)
 print(f"first converge {first:.1f} s, no-op re-run {second:.1f} s, ratio {res['ratio']}")
 for h, v in sorted(res["noop"]["hosts"].items()):
     print(f"  no-op {h}: {v['results']} task results, {v['changed']} changed")
-print(f"  no-op: kiln_packages tasks {res['noop']['package_tasks']} (one module run each, no other package-database read), "
+print(f"  no-op: package-mechanism tasks {res['noop']['package_tasks']} (task headers, all hosts; each a kiln_packages run that reads the database in-process), "
       f"package_facts tasks {res['noop']['package_facts_tasks']} (all hosts)")
 PY

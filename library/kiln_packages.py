@@ -59,7 +59,7 @@ options:
     type: path
     default: /var/lib/apt/periodic/update-success-stamp
   lock_timeout:
-    description: Seconds apt/dnf wait for the package-manager lock.
+    description: Seconds apt waits for the dpkg lock (C(DPkg::Lock::Timeout)); dnf waits for its own lock.
     type: int
     default: 120
 author: kiln
