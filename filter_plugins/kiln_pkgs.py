@@ -6,11 +6,11 @@ with what a host has installed so the shared ``common`` entry point
 ``pinned_install`` can unhold, install and hold again only what must change,
 and say what changes.
 
-What a host has installed comes from one read of its package database per play
-(role ``common``, ``tasks/pkgdb-read.yml``), parsed by ``kiln_pkgdb_parse``
-into ``{pkg_mgr, packages: {name: [versions]}, held: [names]}``;
-``kiln_pkg_plan`` also still takes ``ansible_facts['packages']`` from
-``package_facts``.
+The pure functions live in ``module_utils/kiln_pkgdb.py``, shared with the
+module that installs (``library/kiln_packages.py``: it reads the package
+database in-process, parses it with ``kiln_pkgdb_parse`` and plans with
+``kiln_pkg_plan``); these filters expose them to templates and tests.
+``kiln_pkg_plan`` also takes ``ansible_facts['packages']`` from ``package_facts``.
 """
 from __future__ import annotations
 

@@ -96,6 +96,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kiln_pkgdb import (
+    BARE_NAME,
     VERSIONLOCK_MARKER,
     PkgError,
     format_change,
@@ -111,7 +112,6 @@ VERSIONLOCK_LIST = "/etc/dnf/plugins/versionlock.list"
 POLICY_MARK = "# kiln: temporary policy-rc.d (kiln_packages)"
 APT_LISTS = "/var/lib/apt/lists"
 _OWNER = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
-_BARE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 _APT_MISSING = re.compile(r"(Version '[^']*' for '[^']*' was not found|Unable to locate package|has no installation candidate)")
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "DEBCONF_NONINTERACTIVE_SEEN": "true", "LC_ALL": "C", "LANG": "C"}
 
@@ -222,8 +222,15 @@ def apt_cache_stale(valid_time: int, stamp: str, now: float) -> bool:
     return valid_time <= 0 or now - os.stat(stamp).st_mtime >= valid_time
 
 
+def _run_or_raise(host: Host, argv: list[str], what: str) -> None:
+    """Run a package command whose failure the caller recovers from (it puts the holds back)."""
+    rc, out, err = host.run(argv)
+    if rc != 0:
+        raise PkgError(f"{what} failed (rc {rc}): {(err or out).strip()[-2000:]}")
+
+
 def refresh_apt(host: Host, stamp: str) -> None:
-    host.must(["apt-get", "-q", "-o", f"DPkg::Lock::Timeout={host.lock_timeout}", "update"], "apt-get update")
+    _run_or_raise(host, ["apt-get", "-q", "-o", f"DPkg::Lock::Timeout={host.lock_timeout}", "update"], "apt-get update")
     os.makedirs(os.path.dirname(stamp), exist_ok=True)
     with open(stamp, "a", encoding="utf-8"):
         pass
@@ -233,7 +240,7 @@ def refresh_apt(host: Host, stamp: str) -> None:
 def install(host: Host, specs: list[str], params: dict[str, Any]) -> bool:
     """Install ``specs`` in one transaction; True when the apt cache was refreshed."""
     if host.pkg_mgr == "dnf":
-        host.must(["dnf", "-q", "-y", "install"] + specs, "dnf install")
+        _run_or_raise(host, ["dnf", "-q", "-y", "install"] + specs, "dnf install")
         return False
     refreshed = False
     if apt_cache_stale(params["apt_cache_valid_time"], params["apt_stamp"], time.time()):
@@ -257,7 +264,7 @@ def install(host: Host, specs: list[str], params: dict[str, Any]) -> bool:
 def dnf_downgrade(host: Host, specs: list[str]) -> None:
     """dnf install leaves a newer installed version in place: downgrade what is still above its pin."""
     if specs:
-        host.must(["dnf", "-q", "-y", "downgrade"] + specs, "dnf downgrade")
+        _run_or_raise(host, ["dnf", "-q", "-y", "downgrade"] + specs, "dnf downgrade")
 
 
 def write_conf(module: AnsibleModule, path: str, content: str) -> bool:
@@ -305,14 +312,14 @@ def pinned(module: AnsibleModule, host: Host, params: dict[str, Any], result: di
     if specs:
         try:
             result["cache_refreshed"] = install(host, specs, params)
+            if host.pkg_mgr == "dnf":
+                after = host.read()
+                behind = kiln_pkg_plan(specs, after["packages"], "dnf", after["held"])
+                dnf_downgrade(host, [s for s in specs if kiln_pkg_split(s, "dnf", candidate_ok=True)["name"]
+                                     in {c["name"] for c in behind["changes"]}])
         except PkgError as exc:
             host.set_hold(plan["unhold"], hold=True)  # put back the operator's holds: a re-run starts the same
             host.fail(f"{owner}: {exc}", changes=plan["changes"])
-        if host.pkg_mgr == "dnf":
-            after = host.read()
-            behind = kiln_pkg_plan(specs, after["packages"], "dnf", after["held"])
-            dnf_downgrade(host, [s for s in specs if kiln_pkg_split(s, "dnf", candidate_ok=True)["name"]
-                                 in {c["name"] for c in behind["changes"]}])
     if specs:
         db = host.read()
     host.set_hold([n for n in plan["names"] if n not in db["held"]], hold=True)
@@ -326,7 +333,7 @@ def pinned(module: AnsibleModule, host: Host, params: dict[str, Any], result: di
 
 def holds(module: AnsibleModule, host: Host, params: dict[str, Any], result: dict[str, Any]) -> None:
     names = params["packages"]
-    bad = [n for n in names if not _BARE.match(n)]
+    bad = [n for n in names if not BARE_NAME.match(n)]
     if bad:
         host.fail(f"{params['owner']}: package names to hold or release must be bare names (no versions "
                   f"or globs): {', '.join(bad)}. Pin the version in the role that installs the package, then hold the name.")
@@ -352,7 +359,7 @@ def holds(module: AnsibleModule, host: Host, params: dict[str, Any], result: dic
 
 def present(module: AnsibleModule, host: Host, params: dict[str, Any], result: dict[str, Any]) -> None:
     names = params["packages"]
-    bad = [n for n in names if not _BARE.match(n)]
+    bad = [n for n in names if not BARE_NAME.match(n)]
     if bad:
         host.fail(f"state=present takes bare package names: {', '.join(bad)}")
     db = host.read()

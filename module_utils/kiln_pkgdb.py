@@ -23,11 +23,12 @@ class PkgError(ValueError):
 
 
 _APT = re.compile(r"^(?P<name>[a-z0-9][a-z0-9.+-]*)=(?P<version>[A-Za-z0-9.+:~_-]+)$")
-_BARE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
+BARE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
+_BARE = BARE_NAME
 _DNF = re.compile(r"^(?P<name>[A-Za-z0-9_.+-]+?)-(?P<version>[0-9][A-Za-z0-9.+_~^]*-[A-Za-z0-9.+_~^]+)$")
 
 # The line that separates rpm's package list from the versionlock list in the
-# dnf read (roles/common/vars/RedHat.yml prints it between the two).
+# dnf read (library/kiln_packages.py prints it between the two).
 VERSIONLOCK_MARKER = "#kiln:versionlock"
 # dpkg's Status field: want, error flag, state; and the letters of db:Status-Abbrev.
 _DPKG_WANT = {"unknown": "u", "install": "i", "hold": "h", "deinstall": "r", "purge": "p"}
@@ -130,7 +131,7 @@ def _parse_rpm(lines: list[str]) -> tuple[dict[str, list[str]], set[str]]:
     except ValueError:
         raise PkgError(
             f"kiln_pkgdb_parse: dnf output has no {VERSIONLOCK_MARKER!r} line before the versionlock list "
-            "(truncated output, or not the read of roles/common/vars/RedHat.yml)") from None
+            "(truncated output, or not the read of library/kiln_packages.py)") from None
     for lineno, line in enumerate(lines[:marker], 1):
         if not line:
             continue
