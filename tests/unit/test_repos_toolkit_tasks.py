@@ -37,7 +37,7 @@ def _tasks(path: Path) -> list[dict]:
 
 
 def _module(task: dict) -> str:
-    return next(k for k in task if k.startswith("ansible.builtin."))
+    return next(k for k in task if k.startswith("ansible.builtin.") or k == "kiln_files")
 
 
 def _walk(tasks: list[dict]) -> Iterator[dict]:
@@ -82,7 +82,7 @@ def test_key_tasks_loop_and_judge_every_key_before_keeping_any():
 
 
 @pytest.mark.parametrize("backend, trusting", [
-    ("apt", ["ansible.builtin.copy", "ansible.builtin.template"]),
+    ("apt", ["kiln_files"]),
     ("dnf", ["ansible.builtin.copy", "ansible.builtin.rpm_key", "ansible.builtin.yum_repository"]),
 ])
 def test_backends_write_and_trust_in_loops_after_the_key_check(backend, trusting):
@@ -91,6 +91,12 @@ def test_backends_write_and_trust_in_loops_after_the_key_check(backend, trusting
     later = tasks[check + 1:]
     assert [_module(t) for t in later] == trusting  # no include after the check, nothing before it trusts
     for task in later:
+        if "kiln_files" in task:  # one task for every repository's key and sources (no loop needed)
+            files = task["vars"]["__nvidia_repos_files"]
+            assert "{%- for repo in __nvidia_repos_list -%}" in files
+            assert "'content': __nvidia_repos_keys[repo.name]" in files
+            assert "template_vars={'__nvidia_repos_item': repo}" in files
+            continue
         assert "loop" in task, task["name"]
     for task in tasks:
         if "ansible.builtin.copy" in task:

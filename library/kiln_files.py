@@ -1,0 +1,202 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+"""Ansible module: write a role's managed files (and their directories) in one task."""
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: kiln_files
+short_description: Write several managed files and directories in one task (one module run per host)
+description:
+  - Each entry of O(files) is a directory (O(files[].state=directory)) or a file with its whole
+    O(files[].content), rendered on the controller (C(lookup('ansible.builtin.template', ...)) for a
+    template). Entries are handled in order, so a directory listed first exists before its files.
+  - A file is rewritten only when its content differs; it is written to a temporary file beside the
+    destination, given its owner, group and mode, checked by O(files[].validate) when given, and then
+    renamed over the old one (atomic; the new file has its owner and mode before it is visible). Owner, group and mode are corrected
+    in place when only they differ.
+  - Replaces one C(template)/C(copy)/C(file) task per file (two or three module runs each on a
+    no-op) with one module run. The result lists the paths that changed, so a handler can run only
+    for the file it depends on (C(when) on O(changed_paths)).
+  - Check mode reads and compares, changes nothing; C(--diff) shows each file's change.
+options:
+  files:
+    description: The files and directories, in order.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      path:
+        description: Absolute path of the file or directory.
+        type: path
+        required: true
+      state:
+        description: C(file) writes O(files[].content); C(directory) makes the directory (parents too).
+        type: str
+        choices: [file, directory]
+        default: file
+      content:
+        description: The file's whole content (required for a file).
+        type: str
+      owner:
+        description: Owner name.
+        type: str
+        default: root
+      group:
+        description: Group name.
+        type: str
+        default: root
+      mode:
+        description: Octal mode as a string (C("0644")).
+        type: str
+        required: true
+      wanted:
+        description: C(false) leaves the entry out (a role's optional file, without a C(when) per file); nothing is removed.
+        type: bool
+        default: true
+      validate:
+        description: argv of a check run on the new content before it replaces the old one; C(%s) is the temporary file.
+        type: list
+        elements: str
+author: kiln
+"""
+
+EXAMPLES = r"""
+- name: Write the chrony configuration and the nouveau blacklist
+  kiln_files:
+    files:
+      - path: /etc/chrony/chrony.conf
+        content: "{{ lookup('ansible.builtin.template', 'chrony.conf.j2') }}"
+        mode: "0644"
+        validate: [chronyd, -p, -f, "%s"]
+      - path: /etc/modprobe.d/kiln-blacklist-nouveau.conf
+        content: "blacklist nouveau\n"
+        mode: "0644"
+  register: common_files
+  notify: Restart time sync   # the handler runs when: "'/etc/chrony/chrony.conf' in common_files.changed_paths"
+"""
+
+RETURN = r"""
+changed_paths: {description: The paths created or changed (content or attributes)., returned: always, type: list}
+content_changed: {description: The files whose content was (or would be) rewritten., returned: always, type: list}
+"""
+
+import os
+import tempfile
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes, to_native
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _attrs(module: AnsibleModule, entry: dict[str, Any], path: str) -> dict[str, Any]:
+    params = {"mode": entry["mode"], "owner": entry["owner"], "group": entry["group"], "seuser": None,
+              "serole": None, "setype": None, "selevel": None, "attributes": None, "unsafe_writes": False}
+    return module.load_file_common_arguments(params, path=path)
+
+
+def _directory(module: AnsibleModule, entry: dict[str, Any], diffs: list[dict[str, Any]]) -> bool:
+    path = entry["path"]
+    changed = False
+    if not os.path.isdir(path):
+        if os.path.lexists(path):
+            module.fail_json(msg=f"{path} exists and is not a directory; move it away or fix the role's path")
+        changed = True
+        diffs.append({"before_header": path, "after_header": path, "before": "absent\n", "after": "directory\n"})
+        if module.check_mode:
+            return True
+        os.makedirs(path, exist_ok=True)
+    return module.set_fs_attributes_if_different(_attrs(module, entry, path), changed)
+
+
+def _file(module: AnsibleModule, entry: dict[str, Any], diffs: list[dict[str, Any]]) -> tuple[bool, bool]:
+    """Write one file; returns (changed, content_changed)."""
+    path = entry["path"]
+    if entry.get("content") is None:
+        module.fail_json(msg=f"{path}: a file entry needs content")
+    want = to_bytes(entry["content"], errors="surrogate_or_strict")
+    real = os.path.realpath(path)
+    if os.path.isdir(real):
+        module.fail_json(msg=f"{path} is a directory; a file was expected there")
+    parent = os.path.dirname(real)
+    if not os.path.isdir(parent) and not module.check_mode:
+        module.fail_json(msg=f"{path}: directory {parent} does not exist (list it first with state: directory)")
+    have = _read(real)
+    if have == want:
+        return (module.set_fs_attributes_if_different(_attrs(module, entry, real), False), False)
+    if module._diff:
+        diffs.append({"before_header": path, "after_header": path,
+                      "before": "" if have is None else to_native(have, errors="surrogate_or_replace"),
+                      "after": to_native(want, errors="surrogate_or_replace")})
+    if module.check_mode:
+        return (True, True)
+    fd, tmp = tempfile.mkstemp(prefix=".kiln-", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(want)
+        module.set_fs_attributes_if_different(_attrs(module, entry, tmp), True)
+        if entry.get("validate"):
+            argv = [tmp if arg == "%s" else arg.replace("%s", tmp) for arg in entry["validate"]]
+            if not any("%s" in arg for arg in entry["validate"]):
+                module.fail_json(msg=f"{path}: validate must name the file to check as %s")
+            rc, out, err = module.run_command(argv)
+            if rc != 0:
+                module.fail_json(msg=f"{path}: the new content failed its check ({' '.join(entry['validate'])}), "
+                                     f"rc {rc}: {(err or out).strip()[-2000:]}; the old file is unchanged")
+        # same directory: the rename is atomic, and the file never has other attributes than its own
+        os.replace(tmp, real)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return (True, True)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "files": {"type": "list", "elements": "dict", "required": True, "options": {
+                "path": {"type": "path", "required": True},
+                "state": {"type": "str", "choices": ["file", "directory"], "default": "file"},
+                "content": {"type": "str", "no_log": False},
+                "owner": {"type": "str", "default": "root"},
+                "group": {"type": "str", "default": "root"},
+                "mode": {"type": "str", "required": True},
+                "validate": {"type": "list", "elements": "str"},
+                "wanted": {"type": "bool", "default": True},
+            }},
+        },
+        supports_check_mode=True,
+    )
+    changed_paths: list[str] = []
+    content_changed: list[str] = []
+    diffs: list[dict[str, Any]] = []
+    for entry in module.params["files"]:
+        if not entry["wanted"]:
+            continue
+        if not os.path.isabs(entry["path"]):
+            module.fail_json(msg=f"{entry['path']}: the path must be absolute")
+        if entry["state"] == "directory":
+            if _directory(module, entry, diffs):
+                changed_paths.append(entry["path"])
+            continue
+        changed, rewritten = _file(module, entry, diffs)
+        if changed:
+            changed_paths.append(entry["path"])
+        if rewritten:
+            content_changed.append(entry["path"])
+    result: dict[str, Any] = {"changed": bool(changed_paths), "changed_paths": changed_paths,
+                              "content_changed": content_changed}
+    if module._diff and diffs:
+        result["diff"] = diffs
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
