@@ -17,6 +17,8 @@ description:
   - Replaces one C(template)/C(copy)/C(file) task per file (two or three module runs each on a
     no-op) with one module run. The result lists the paths that changed, so a handler can run only
     for the file it depends on (C(when) on O(changed_paths)).
+  - Every entry is checked first (absolute path, octal mode string, content for a file, C(%s) in
+    O(files[].validate)): a bad one fails the task, naming its path, before any entry is written.
   - Check mode reads and compares, changes nothing; C(--diff) shows each file's change.
 options:
   files:
@@ -46,7 +48,7 @@ options:
         type: str
         default: root
       mode:
-        description: Octal mode as a string (C("0644")).
+        description: Octal mode as a string (C("0644")); anything else is refused before a file is written.
         type: str
         required: true
       wanted:
@@ -81,11 +83,34 @@ content_changed: {description: The files whose content was (or would be) rewritt
 """
 
 import os
+import re
 import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
+
+
+_MODE = re.compile(r"^0[0-7]{3,4}$")
+
+
+def problems(entries: list[dict[str, Any]]) -> list[str]:
+    """What is wrong with the entries, one line each naming the path; checked before anything is written."""
+    out: list[str] = []
+    for entry in entries:
+        path = entry["path"]
+        if not entry["wanted"]:
+            continue
+        if not os.path.isabs(path):
+            out.append(f"{path}: the path must be absolute")
+        if not _MODE.match(entry["mode"]):
+            out.append(f"{path}: mode {entry['mode']!r} is not an octal string such as \"0644\" "
+                       "(quote it in YAML: an unquoted 0644 is the integer 420)")
+        if entry["state"] == "file" and entry.get("content") is None:
+            out.append(f"{path}: a file entry needs content")
+        if entry.get("validate") is not None and not any("%s" in arg for arg in entry["validate"]):
+            out.append(f"{path}: validate must name the file to check as %s")
+    return out
 
 
 def _read(path: str) -> bytes | None:
@@ -119,8 +144,6 @@ def _directory(module: AnsibleModule, entry: dict[str, Any], diffs: list[dict[st
 def _file(module: AnsibleModule, entry: dict[str, Any], diffs: list[dict[str, Any]]) -> tuple[bool, bool]:
     """Write one file; returns (changed, content_changed)."""
     path = entry["path"]
-    if entry.get("content") is None:
-        module.fail_json(msg=f"{path}: a file entry needs content")
     want = to_bytes(entry["content"], errors="surrogate_or_strict")
     real = os.path.realpath(path)
     if os.path.isdir(real):
@@ -143,9 +166,7 @@ def _file(module: AnsibleModule, entry: dict[str, Any], diffs: list[dict[str, An
             handle.write(want)
         module.set_fs_attributes_if_different(_attrs(module, entry, tmp), True)
         if entry.get("validate"):
-            argv = [tmp if arg == "%s" else arg.replace("%s", tmp) for arg in entry["validate"]]
-            if not any("%s" in arg for arg in entry["validate"]):
-                module.fail_json(msg=f"{path}: validate must name the file to check as %s")
+            argv = [arg.replace("%s", tmp) for arg in entry["validate"]]
             rc, out, err = module.run_command(argv)
             if rc != 0:
                 module.fail_json(msg=f"{path}: the new content failed its check ({' '.join(entry['validate'])}), "
@@ -164,7 +185,7 @@ def main() -> None:
             "files": {"type": "list", "elements": "dict", "required": True, "options": {
                 "path": {"type": "path", "required": True},
                 "state": {"type": "str", "choices": ["file", "directory"], "default": "file"},
-                "content": {"type": "str", "no_log": False},
+                "content": {"type": "str"},
                 "owner": {"type": "str", "default": "root"},
                 "group": {"type": "str", "default": "root"},
                 "mode": {"type": "str", "required": True},
@@ -177,11 +198,12 @@ def main() -> None:
     changed_paths: list[str] = []
     content_changed: list[str] = []
     diffs: list[dict[str, Any]] = []
+    bad = problems(module.params["files"])
+    if bad:
+        module.fail_json(msg="kiln_files: nothing written; " + "; ".join(bad))
     for entry in module.params["files"]:
         if not entry["wanted"]:
             continue
-        if not os.path.isabs(entry["path"]):
-            module.fail_json(msg=f"{entry['path']}: the path must be absolute")
         if entry["state"] == "directory":
             if _directory(module, entry, diffs):
                 changed_paths.append(entry["path"])

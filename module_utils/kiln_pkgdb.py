@@ -24,7 +24,6 @@ class PkgError(ValueError):
 
 _APT = re.compile(r"^(?P<name>[a-z0-9][a-z0-9.+-]*)=(?P<version>[A-Za-z0-9.+:~_-]+)$")
 BARE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
-_BARE = BARE_NAME
 _DNF = re.compile(r"^(?P<name>[A-Za-z0-9_.+-]+?)-(?P<version>[0-9][A-Za-z0-9.+_~^]*-[A-Za-z0-9.+_~^]+)$")
 
 # The line that separates rpm's package list from the versionlock list in the
@@ -60,7 +59,7 @@ def kiln_pkg_split(spec: str, pkg_mgr: str, candidate_ok: bool = False) -> dict[
     else:
         raise PkgError(f"kiln_pkg_split: unsupported package manager {pkg_mgr!r} (apt or dnf)")
     if not match:
-        if candidate_ok and _BARE.match(spec):  # no recorded build: the repository's candidate (then held)
+        if candidate_ok and BARE_NAME.match(spec):  # no recorded build: the repository's candidate (then held)
             return {"name": spec, "version": None, "spec": spec}
         raise PkgError(
             f"kiln_pkg_split: {spec!r} is not an exact {pkg_mgr} pin (apt: name=version, dnf: name-version-release)")

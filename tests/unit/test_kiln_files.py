@@ -139,9 +139,27 @@ def test_check_mode_writes_nothing_and_diffs(tmp_path: Path) -> None:
     ({"path": "/nonexistent-kiln-dir/sub/a.conf", "content": "x\n", "mode": "0644"}, "does not exist"),
     ({"path": "/tmp", "content": "x\n", "mode": "0644"}, "is a directory"),
     ({"path": "/nonexistent-kiln-dir/a.conf", "mode": "0644"}, "a file entry needs content"),
+    ({"path": "/nonexistent-kiln-dir/a.conf", "content": "x\n", "mode": 420}, "mode '420' is not an octal string"),
+    ({"path": "/nonexistent-kiln-dir/a.conf", "content": "x\n", "mode": "u=rw"}, "is not an octal string"),
+    ({"path": "/nonexistent-kiln-dir/a.conf", "content": "x\n", "mode": "0644", "validate": ["true"]},
+     "validate must name the file to check as %s"),
 ])
 def test_bad_entries_are_refused_by_path(tmp_path: Path, bad: dict, message: str) -> None:
     rc, _, out = _run(tmp_path, [bad])
     assert rc != 0
     assert message in out
     assert "Traceback" not in out
+
+
+def test_a_bad_entry_fails_before_anything_is_written(tmp_path: Path) -> None:
+    """Every entry is checked first: a bad last entry leaves the good ones before it unwritten."""
+    root = tmp_path / "root"
+    entries = _entries(root) + [{"path": "relative.conf", "content": "x\n", "mode": "0644"},
+                                {"path": str(root / "etc" / "c.conf"), "content": "c\n", "mode": 644}]
+    rc, _, out = _run(tmp_path, entries)
+    assert rc != 0
+    assert "kiln_files: nothing written" in out
+    assert "relative.conf: the path must be absolute" in out
+    assert "c.conf: mode '644' is not an octal string" in out
+    assert "Traceback" not in out
+    assert not root.exists()
