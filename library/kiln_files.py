@@ -12,7 +12,8 @@ description:
     template). Entries are handled in order, so a directory listed first exists before its files.
   - A file is rewritten only when its content differs; it is written to a temporary file beside the
     destination, given its owner, group and mode, checked by O(files[].validate) when given, and then
-    renamed over the old one (atomic; the new file has its owner and mode before it is visible). Owner, group and mode are corrected
+    renamed over the old one (atomic; the new file has its owner, mode and SELinux context -- the old
+    file's, else the policy default -- before it is visible). Owner, group and mode are corrected
     in place when only they differ.
   - Replaces one C(template)/C(copy)/C(file) task per file (two or three module runs each on a
     no-op) with one module run. The result lists the paths that changed, so a handler can run only
@@ -171,6 +172,10 @@ def _file(module: AnsibleModule, entry: dict[str, Any], diffs: list[dict[str, An
             if rc != 0:
                 module.fail_json(msg=f"{path}: the new content failed its check ({' '.join(entry['validate'])}), "
                                      f"rc {rc}: {(err or out).strip()[-2000:]}; the old file is unchanged")
+        if module.selinux_enabled():
+            # what atomic_move does: keep the old file's context, else the policy's default for the path
+            context = module.selinux_context(real) if have is not None else module.selinux_default_context(real)
+            module.set_context_if_different(tmp, context, False)
         # same directory: the rename is atomic, and the file never has other attributes than its own
         os.replace(tmp, real)
     finally:
