@@ -10,8 +10,8 @@
 #
 # Prints wall time of each, their ratio, the task results per host (ok +
 # changed + skipped + failed from the recap, includes counted as Ansible counts
-# them) and the package-mechanism task runs (kiln_packages: pinned_install,
-# hold, packages; each reads the package database in-process). The nodes are
+# them) and the package-mechanism task runs (kiln_packages: pinned_play,
+# pinned_install, hold, packages; each reads the package database in-process). The nodes are
 # reached with the test bed's connection (tests/harness/connection_plugins/
 # podman.py, pipelining); KILN_BENCH_CONNECTION=containers.podman.podman
 # measures with the collection's connection instead. Usage (from the
@@ -46,7 +46,7 @@ def recap(path):
     for m in re.finditer(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)", text, re.M):
         # one ansible-playbook run over several playbooks prints cumulative recaps: keep the last
         hosts[m[1]] = {"results": int(m[2]) + int(m[5]) + int(m[6]), "changed": int(m[3])}
-    pkg_tasks = len(re.findall(r"^TASK \[common : (pinned_install \| Install the exact|hold \| Set the hold|packages \| Install|install \| Install node)", text, re.M))
+    pkg_tasks = len(re.findall(r"^TASK \[common : (pinned_install \| Install the exact|pinned_play \| Install every|hold \| Set the hold|packages \| Install|install \| Install node)", text, re.M))
     gathers = len(re.findall(r"^TASK \[.*package_facts|^TASK \[.*Gather the installed packages", text, re.M))
     return {"hosts": hosts, "package_tasks": pkg_tasks, "package_facts_tasks": gathers}
 res = {"first_converge_s": first, "noop_rerun_s": second, "ratio": round(second / first, 2),

@@ -66,6 +66,7 @@ def _filter(func: Callable[..., Any]) -> Callable[..., Any]:
 kiln_pkg_split = _filter(_core.kiln_pkg_split)
 kiln_pkgdb_parse = _filter(_core.kiln_pkgdb_parse)
 kiln_pkg_plan = _filter(_core.kiln_pkg_plan)
+kiln_pinned_covered = _filter(_core.pinned_covered)
 
 
 def kiln_kernel_key(kernel: str) -> tuple[int, ...]:
@@ -95,4 +96,5 @@ class FilterModule:
             "kiln_kernel_key": kiln_kernel_key,
             "kiln_kernels_to_check": kiln_kernels_to_check,
             "kiln_format_change": kiln_format_change,
+            "kiln_pinned_covered": kiln_pinned_covered,
         }

@@ -13,6 +13,10 @@ description:
     apt/dnf transaction, holds every pinned package, writes the unattended-upgrades exclusion of the
     owner, then reads the database again and fails unless every package is at its pin and held.
     A failed install puts back the holds it released, so a re-run starts from the same state.
+  - C(state=pinned) with O(groups) does the same for the pins of several owners (the roles of one play) in one
+    read of the database, one transaction and one verify, writing each owner's unattended-upgrades file; a name
+    pinned by two owners must carry the same pin. O(absent) names are removed in the same transaction (released
+    from their hold first) when installed.
   - C(state=held) / C(state=unheld) hold or release installed packages (apt-mark, dnf versionlock);
     C(state=present) installs the names that are missing, at the repository's candidate, unheld.
   - Refreshes the apt cache before an install only when it is empty or its update stamp is older than
@@ -21,10 +25,28 @@ description:
   - In check mode nothing runs but the read; the result says what would change.
 options:
   packages:
-    description: Exact pins (apt C(name=version), dnf C(name-version-release)) or bare names (the candidate).
+    description:
+      - Exact pins (apt C(name=version), dnf C(name-version-release)) or bare names (the candidate).
+      - Required unless O(groups) is given.
     type: list
     elements: str
-    required: true
+  groups:
+    description:
+      - C(state=pinned) only, instead of O(packages)/O(owner)/O(absent) -- C({owner, packages, absent, problems, defer})
+        per owner. Any C(problems) message refuses the whole batch before anything changes; a group with
+        C(defer=true) is left out (its role installs it later, after adding its own repository).
+    type: list
+    elements: dict
+  optional:
+    description:
+      - C(state=present) only, bare names installed (with O(packages), in the same transaction) when the
+        configured repositories carry them; the others are returned in C(unavailable), not an error.
+    type: list
+    elements: str
+  absent:
+    description: C(state=pinned) only, bare names to remove (unheld first) in the same transaction when installed.
+    type: list
+    elements: str
   state:
     description: What to make true of O(packages).
     type: str
@@ -80,8 +102,14 @@ RETURN = r"""
 owner: {description: The owner given., returned: always, type: str}
 names: {description: The package names of O(packages)., returned: always, type: list}
 changes: {description: "Version changes, C({name, from, to}); from is null for a new package.", returned: always, type: list}
+removes: {description: "Names removed (or that would be), from O(absent).", returned: always, type: list}
+report: {description: "state=pinned, one line per change: C(<owner>: changing) then C(name from -> to) / C(name removed).", returned: always, type: list}
+deferred: {description: "Owners of O(groups) with C(defer) (they install themselves later).", returned: always, type: list}
+owners: {description: "state=pinned, per owner: C({packages, absent, names, changes, removes, msg}).", returned: always, type: dict}
+installed: {description: "state=pinned, name -> installed version of each pinned name after the run.", returned: always, type: dict}
 unhold: {description: Holds released for the change., returned: always, type: list}
 hold: {description: Holds set (or that would be set)., returned: always, type: list}
+unavailable: {description: "C(state=present), names of O(optional) the configured repositories do not carry.", returned: always, type: list}
 installs: {description: Names installed by C(state=present)., returned: always, type: list}
 msg: {description: One line saying what changed or that nothing had to., returned: always, type: str}
 cache_refreshed: {description: Whether the apt cache was refreshed., returned: always, type: bool}
@@ -97,12 +125,14 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kiln_pkgdb import (
     BARE_NAME,
+    OWNER,
     VERSIONLOCK_MARKER,
     PkgError,
     format_change,
     kiln_pkg_plan,
     kiln_pkg_split,
     kiln_pkgdb_parse,
+    merge_groups,
     unattended_conf,
 )
 
@@ -111,7 +141,6 @@ RPM_QUERY_ARGV = ["rpm", "-qa", "--qf", "%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELE
 VERSIONLOCK_LIST = "/etc/dnf/plugins/versionlock.list"
 POLICY_MARK = "# kiln: temporary policy-rc.d (kiln_packages)"
 APT_LISTS = "/var/lib/apt/lists"
-_OWNER = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 _APT_MISSING = re.compile(r"(Version '[^']*' for '[^']*' was not found|Unable to locate package|has no installation candidate)")
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "DEBCONF_NONINTERACTIVE_SEEN": "true", "LC_ALL": "C", "LANG": "C"}
 
@@ -237,18 +266,22 @@ def refresh_apt(host: Host, stamp: str) -> None:
     os.utime(stamp, None)
 
 
-def install(host: Host, specs: list[str], params: dict[str, Any]) -> bool:
-    """Install ``specs`` in one transaction; True when the apt cache was refreshed."""
+def install(host: Host, specs: list[str], params: dict[str, Any], removes: list[str] | None = None) -> bool:
+    """Install ``specs`` (and remove ``removes``) in one transaction; True when the apt cache was refreshed."""
+    removes = removes or []
     if host.pkg_mgr == "dnf":
-        _run_or_raise(host, ["dnf", "-q", "-y", "install"] + specs, "dnf install")
+        if specs:
+            _run_or_raise(host, ["dnf", "-q", "-y", "install"] + specs, "dnf install")
+        if removes:
+            _run_or_raise(host, ["dnf", "-q", "-y", "remove"] + removes, "dnf remove")
         return False
     refreshed = False
-    if apt_cache_stale(params["apt_cache_valid_time"], params["apt_stamp"], time.time()):
+    if specs and apt_cache_stale(params["apt_cache_valid_time"], params["apt_stamp"], time.time()):
         refresh_apt(host, params["apt_stamp"])
         refreshed = True
     argv = ["apt-get", "-y", "-q", "--no-install-recommends", "--allow-downgrades",
             "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold",
-            "-o", f"DPkg::Lock::Timeout={host.lock_timeout}", "install"] + specs
+            "-o", f"DPkg::Lock::Timeout={host.lock_timeout}", "install"] + specs + [f"{name}-" for name in removes]
     with PolicyRcD(params["policy_rc_d"], params["policy_rc_d_path"]):
         rc, out, err = host.run(argv)
         if rc != 0 and not refreshed and _APT_MISSING.search(err + out):
@@ -285,50 +318,86 @@ def write_conf(module: AnsibleModule, path: str, content: str) -> bool:
     return True
 
 
+def _group_msg(owner: str, changes: list[dict[str, Any]], removes: list[str]) -> str:
+    done = [format_change(c) for c in changes] + [f"{name} removed" for name in removes]
+    return f"{owner}: changing " + ", ".join(done) if done else f"{owner}: all pinned versions already installed"
+
+
 def pinned(module: AnsibleModule, host: Host, params: dict[str, Any], result: dict[str, Any]) -> None:
+    """Every group's pins in one read, one transaction, one verify; a hold file per owner."""
+    groups = params["groups"] or [{"owner": params["owner"], "packages": params["packages"] or [],
+                                   "absent": params["absent"] or []}]
+    label = "+".join(str(g.get("owner")) for g in groups) if isinstance(groups, list) else "groups"
+    try:
+        merged = merge_groups(groups, host.pkg_mgr)
+    except PkgError as exc:
+        host.fail(f"{label}: nothing installed: {exc}")
     db = host.read()
     try:
-        plan = kiln_pkg_plan(params["packages"], db["packages"], host.pkg_mgr, db["held"])
+        plan = kiln_pkg_plan(merged["specs"], db["packages"], host.pkg_mgr, db["held"])
     except PkgError as exc:
-        host.fail(f"{params['owner']}: {exc}")
-    result.update(names=plan["names"], changes=plan["changes"], unhold=plan["unhold"],
+        host.fail(f"{label}: {exc}")
+    removes = [name for name in merged["absent"] if name in db["packages"]]
+    result.update(names=plan["names"], changes=plan["changes"], removes=removes,
+                  unhold=plan["unhold"] + [n for n in removes if n in db["held"]],
                   hold=[n for n in plan["hold"] if not (module.check_mode and n in plan["installs"])])
-    owner = params["owner"]
-    result["msg"] = (f"{owner}: changing " + ", ".join(format_change(c) for c in plan["changes"])
-                     if plan["changes"] else f"{owner}: all pinned versions already installed")
+    owners: dict[str, dict[str, Any]] = {}
+    for owner, group in merged["owners"].items():
+        mine = set(group["names"])
+        changes = [c for c in plan["changes"] if c["name"] in mine]
+        gone = [n for n in group["absent"] if n in removes]
+        owners[owner] = {"packages": group["packages"], "absent": group["absent"], "names": group["names"], "changes": changes,
+                         "removes": gone, "msg": _group_msg(owner, changes, gone)}
+    result["owners"] = owners
+    result["deferred"] = merged["deferred"]
+    result["report"] = [line for owner, o in owners.items() if o["changes"] or o["removes"]
+                        for line in [f"{owner}: changing"] + [format_change(c) for c in o["changes"]]
+                        + [f"{n} removed" for n in o["removes"]]]
+    result["msg"] = "; ".join(o["msg"] for o in owners.values())
     conf_dir = params["unattended_conf_dir"]
-    if conf_dir and write_conf(module, os.path.join(conf_dir, f"51kiln-hold-{owner}"),
-                               unattended_conf(owner, plan["names"])):
-        result["changed"] = True
-    if not plan["changes"] and not plan["hold"]:
+    for owner, group in merged["owners"].items():
+        if conf_dir and group["names"] and write_conf(module, os.path.join(conf_dir, f"51kiln-hold-{owner}"),
+                                                      unattended_conf(owner, group["names"])):
+            result["changed"] = True
+    if not plan["changes"] and not plan["hold"] and not removes:
+        result["installed"] = _installed(db, plan["names"])
         return
     result["changed"] = True
     if module.check_mode:
+        result["installed"] = _installed(db, plan["names"])
         return
-    host.set_hold(plan["unhold"], hold=False)
-    db = {**db, "held": [n for n in db["held"] if n not in plan["unhold"]]}
-    specs = [s for s in plan["specs"] if kiln_pkg_split(s, host.pkg_mgr, candidate_ok=True)["name"]
-             in {c["name"] for c in plan["changes"]}]
-    if specs:
+    release = plan["unhold"] + [n for n in removes if n in db["held"]]
+    host.set_hold(release, hold=False)
+    db = {**db, "held": [n for n in db["held"] if n not in release]}
+    changing = {c["name"] for c in plan["changes"]}
+    specs = [s for s in plan["specs"] if kiln_pkg_split(s, host.pkg_mgr, candidate_ok=True)["name"] in changing]
+    if specs or removes:
         try:
-            result["cache_refreshed"] = install(host, specs, params)
-            if host.pkg_mgr == "dnf":
+            result["cache_refreshed"] = install(host, specs, params, removes)
+            if host.pkg_mgr == "dnf" and specs:
                 after = host.read()
                 behind = kiln_pkg_plan(specs, after["packages"], "dnf", after["held"])
                 dnf_downgrade(host, [s for s in specs if kiln_pkg_split(s, "dnf", candidate_ok=True)["name"]
                                      in {c["name"] for c in behind["changes"]}])
         except PkgError as exc:
-            host.set_hold(plan["unhold"], hold=True)  # put back the operator's holds: a re-run starts the same
-            host.fail(f"{owner}: {exc}", changes=plan["changes"])
-    if specs:
+            host.set_hold(release, hold=True)  # put back the operator's holds: a re-run starts the same
+            host.fail(f"{label}: {exc}", changes=plan["changes"], removes=removes)
         db = host.read()
     host.set_hold([n for n in plan["names"] if n not in db["held"]], hold=True)
     after = host.read()
-    final = kiln_pkg_plan(params["packages"], after["packages"], host.pkg_mgr, after["held"])
-    if final["changes"] or final["hold"]:
-        host.fail(f"{owner}: after the install, not at the pins or not held: "
-                  + ", ".join([format_change(c) for c in final["changes"]] + [f"{n} not held" for n in final["hold"]]),
+    final = kiln_pkg_plan(merged["specs"], after["packages"], host.pkg_mgr, after["held"])
+    left = [n for n in removes if n in after["packages"]]
+    if final["changes"] or final["hold"] or left:
+        host.fail(f"{label}: after the install, not at the pins or not held: "
+                  + ", ".join([format_change(c) for c in final["changes"]] + [f"{n} not held" for n in final["hold"]]
+                              + [f"{n} still installed" for n in left]),
                   changes=plan["changes"])
+    result["installed"] = _installed(after, plan["names"])
+
+
+def _installed(db: dict[str, Any], names: list[str]) -> dict[str, str]:
+    """name -> installed version (the first, for a multi-version rpm) of each pinned name installed."""
+    return {name: db["packages"][name][0] for name in names if db["packages"].get(name)}
 
 
 def holds(module: AnsibleModule, host: Host, params: dict[str, Any], result: dict[str, Any]) -> None:
@@ -357,22 +426,47 @@ def holds(module: AnsibleModule, host: Host, params: dict[str, Any], result: dic
             host.set_hold(todo, hold=hold)
 
 
+APT_SHOW_ARGV = ["apt-cache", "show", "--no-all-versions"]
+DNF_AVAILABLE_ARGV = ["dnf", "-q", "--cacheonly", "list", "--available"]
+
+
+def available(host: Host, name: str) -> bool:
+    """Whether the configured repositories carry ``name`` (the package lists as they are now)."""
+    if host.pkg_mgr == "apt":
+        rc, out, _ = host.run(APT_SHOW_ARGV + [name], record=False)
+        return rc == 0 and "Package:" in out
+    rc, out, _ = host.run(DNF_AVAILABLE_ARGV + [name], record=False)
+    return rc == 0 and name in out
+
+
 def present(module: AnsibleModule, host: Host, params: dict[str, Any], result: dict[str, Any]) -> None:
     names = params["packages"]
-    bad = [n for n in names if not BARE_NAME.match(n)]
+    optional = params["optional"] or []
+    bad = [n for n in names + optional if not BARE_NAME.match(n)]
     if bad:
         host.fail(f"state=present takes bare package names: {', '.join(bad)}")
     db = host.read()
     todo = [n for n in dict.fromkeys(names) if n not in db["packages"]]
-    result.update(names=names, installs=todo,
-                  msg=f"installing {', '.join(todo)}" if todo else "all packages already installed")
+    maybe = [n for n in dict.fromkeys(optional) if n not in db["packages"] and n not in todo]
+    if maybe and host.pkg_mgr == "apt" and not module.check_mode and \
+            apt_cache_stale(params["apt_cache_valid_time"], params["apt_stamp"], time.time()):
+        try:
+            refresh_apt(host, params["apt_stamp"])  # ask fresh lists whether they carry the optional names
+        except PkgError as exc:
+            host.fail(str(exc))
+        result["cache_refreshed"] = True
+    unavailable = [n for n in maybe if not available(host, n)]
+    todo += [n for n in maybe if n not in unavailable]
+    result.update(names=names, installs=todo, unavailable=unavailable,
+                  msg=(f"installing {', '.join(todo)}" if todo else "all packages already installed")
+                  + (f"; not in the configured repositories: {', '.join(unavailable)}" if unavailable else ""))
     if not todo:
         return
     result["changed"] = True
     if module.check_mode:
         return
     try:
-        result["cache_refreshed"] = install(host, todo, params)
+        result["cache_refreshed"] = install(host, todo, params) or result["cache_refreshed"]
     except PkgError as exc:
         host.fail(str(exc))
 
@@ -380,7 +474,10 @@ def present(module: AnsibleModule, host: Host, params: dict[str, Any], result: d
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "packages": {"type": "list", "elements": "str", "required": True},
+            "packages": {"type": "list", "elements": "str"},
+            "groups": {"type": "list", "elements": "dict"},
+            "absent": {"type": "list", "elements": "str"},
+            "optional": {"type": "list", "elements": "str"},
             "state": {"type": "str", "choices": ["pinned", "held", "unheld", "present"], "default": "pinned"},
             "owner": {"type": "str", "default": "common"},
             "pkg_mgr": {"type": "str", "choices": ["apt", "dnf"], "required": True},
@@ -394,12 +491,20 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
-    if not _OWNER.match(params["owner"]):
+    if params["groups"] and params["state"] != "pinned":
+        module.fail_json(msg="groups is for state=pinned only; hold, unhold and present take packages")
+    if params["groups"] and (params["packages"] or params["absent"]):
+        module.fail_json(msg="give either groups (several owners) or packages/absent (one owner), not both")
+    if params["packages"] is None and not params["groups"]:
+        module.fail_json(msg="packages is required unless groups is given")
+    params["packages"] = params["packages"] or []
+    if not OWNER.match(params["owner"]):
         module.fail_json(msg=f"owner {params['owner']!r} must be lower-case letters, digits and dashes "
                              "(it names the file 51kiln-hold-<owner>)")
     host = Host(module, params["pkg_mgr"], params["lock_timeout"])
-    result: dict[str, Any] = {"changed": False, "owner": params["owner"], "names": [], "changes": [],
-                              "unhold": [], "hold": [], "installs": [], "cache_refreshed": False}
+    result: dict[str, Any] = {"changed": False, "owner": params["owner"], "names": [], "changes": [], "removes": [],
+                              "unhold": [], "hold": [], "installs": [], "owners": {}, "deferred": [], "report": [], "unavailable": [], "installed": {},
+                              "cache_refreshed": False}
     if params["pkg_mgr"] == "apt" and not module.check_mode:
         PolicyRcD(None, params["policy_rc_d_path"]).recover()
     {"pinned": pinned, "held": holds, "unheld": holds, "present": present}[params["state"]](

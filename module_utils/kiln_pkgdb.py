@@ -7,7 +7,8 @@ kiln roles install exact package strings rendered by ``kiln_pkg`` (apt
 dump of the host's package database into ``{pkg_mgr, packages: {name:
 [versions]}, held: [names]}``; ``kiln_pkg_plan`` compares the pins with it and
 says what to unhold, install and hold; ``unattended_conf`` renders the
-unattended-upgrades exclusion of one owner's packages.
+unattended-upgrades exclusion of one owner's packages; ``merge_groups`` joins
+the pins of several owners (the roles of one play) into one transaction.
 
 Errors are ``PkgError`` (a ValueError) with a message that names the input.
 """
@@ -289,3 +290,92 @@ def unattended_conf(owner: str, names: Sequence[str]) -> str:
     lines += [f'    "^{re.escape(name)}$";' for name in sorted(set(names))]
     lines.append("};")
     return "\n".join(lines) + "\n"
+
+
+OWNER = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+
+
+def merge_groups(groups: Sequence[Mapping[str, Any]], pkg_mgr: str) -> dict[str, Any]:
+    """Join the pinned packages of several owners into one install.
+
+    ``groups`` is a list of ``{owner, packages: [pins], absent: [names],
+    problems: [messages], defer: bool}`` (what the roles of one play pin, the
+    names they remove, why they refuse this host, and whether they install
+    themselves later, after a repository of their own). Returns ``{specs,
+    absent, owners: {owner: {packages, names, absent}}, deferred: [owner]}``:
+    ``specs`` holds every pin once, in order. Any problem refuses the whole
+    batch (nothing is installed); a name pinned by two owners must carry the
+    same pin; a name cannot be both pinned and removed; owners are unique.
+    """
+    if isinstance(groups, (str, bytes)) or not isinstance(groups, Sequence):
+        raise PkgError(f"package groups must be a list of {{owner, packages}}, got {type(groups).__name__}")
+    specs: list[str] = []
+    pins: dict[str, tuple[str, str]] = {}
+    absent: list[str] = []
+    owners: dict[str, dict[str, Any]] = {}
+    deferred: list[str] = []
+    problems: list[str] = []
+    for index, group in enumerate(groups):
+        if not isinstance(group, Mapping):
+            raise PkgError(f"package group {index} must be a mapping {{owner, packages}}, got {type(group).__name__}")
+        unknown = sorted(set(group) - {"owner", "packages", "absent", "problems", "defer"})
+        owner = group.get("owner")
+        if unknown:
+            raise PkgError(f"package group {index} ({owner}): unknown key(s) {', '.join(map(str, unknown))}")
+        if not isinstance(owner, str) or not OWNER.match(owner):
+            raise PkgError(f"package group {index}: owner {owner!r} must be lower-case letters, digits and dashes")
+        if owner in owners or owner in deferred:
+            raise PkgError(f"package group {index}: owner {owner} appears twice")
+        packages, gone, refusals = group.get("packages", []), group.get("absent", []), group.get("problems", [])
+        for key, value in (("packages", packages), ("absent", gone), ("problems", refusals)):
+            if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or \
+                    not all(isinstance(item, str) for item in value):
+                raise PkgError(f"package group {owner}: {key} must be a list of strings")
+        if not isinstance(group.get("defer", False), bool):
+            raise PkgError(f"package group {owner}: defer must be a boolean, got {group['defer']!r}")
+        problems += [f"{owner}: {problem}" for problem in refusals]
+        if group.get("defer", False):
+            deferred.append(owner)
+            continue
+        names = []
+        for spec in packages:
+            name = kiln_pkg_split(spec, pkg_mgr, candidate_ok=True)["name"]
+            if name in pins and pins[name][0] != spec:
+                raise PkgError(f"{name} is pinned twice: {pins[name][0]} by {pins[name][1]}, {spec} by {owner}")
+            if name not in pins:
+                pins[name] = (spec, owner)
+                specs.append(spec)
+            names.append(name)
+        bad = [name for name in gone if not BARE_NAME.match(name)]
+        if bad:
+            raise PkgError(f"package group {owner}: packages to remove must be bare names: {', '.join(bad)}")
+        owners[owner] = {"packages": list(packages), "names": names, "absent": list(gone)}
+        absent += [name for name in gone if name not in absent]
+    if problems:
+        raise PkgError("refused: " + " | ".join(problems))
+    both = [name for name in absent if name in pins]
+    if both:
+        raise PkgError(f"pinned and removed at once: {', '.join(both)} ({', '.join(sorted({pins[n][1] for n in both}))})")
+    return {"specs": specs, "absent": absent, "owners": owners, "deferred": deferred}
+
+
+def pinned_covered(play: Any, group: Any) -> dict[str, Any] | None:
+    """What a play's batch (``common_pinned_play``) did for ``group``'s owner, or None.
+
+    Not None only when the batch installed exactly this group -- same owner,
+    same packages, same names to remove -- so the role may skip its own install
+    and read its result here; anything else (no batch, a skipped or failed one,
+    the owner deferred or absent, other pins) is None: the role installs itself.
+    """
+    if not isinstance(play, Mapping) or not isinstance(group, Mapping):
+        return None
+    if play.get("failed") or play.get("skipped"):
+        return None
+    owners = play.get("owners")
+    mine = owners.get(group.get("owner")) if isinstance(owners, Mapping) else None
+    if not isinstance(mine, Mapping):
+        return None
+    if list(mine.get("packages", [])) != list(group.get("packages", [])) or \
+            list(mine.get("absent", [])) != list(group.get("absent", [])):
+        return None
+    return dict(mine)

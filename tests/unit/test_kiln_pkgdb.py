@@ -8,6 +8,7 @@ PATH: they serve and change a text database under tmp_path, so nothing on this m
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import stat
@@ -383,6 +384,8 @@ specs = args[args.index("install") + 1:]
 refuse = open(os.path.join(state, "refuse.txt")).read().split() if os.path.exists(os.path.join(state, "refuse.txt")) else []
 path = os.path.join(state, "dpkg.txt")
 lines = [l for l in open(path).read().splitlines() if l]
+removes = [spec[:-1] for spec in specs if spec.endswith("-") and "=" not in spec]
+specs = [spec for spec in specs if not (spec.endswith("-") and "=" not in spec)]
 for spec in specs:
     if spec in refuse:
         sys.stderr.write(f"E: Version '{spec.split('=')[1]}' for '{spec.split('=')[0]}' was not found\\n")
@@ -398,7 +401,28 @@ for spec in specs:
             break
     else:
         lines.append("\\t".join([name, version or "9.9-1", "ii ", "install ok installed"]))
+for name in removes:
+    for i, line in enumerate(lines):
+        if line.split("\\t")[0] == name and line.split("\\t")[3].startswith("hold"):
+            sys.stderr.write("E: Held packages were changed and -y was used without --allow-change-held-packages.\\n")
+            sys.exit(100)
+    lines = [line for line in lines if line.split("\\t")[0] != name]
 open(path, "w").write("\\n".join(lines) + "\\n")
+"""
+
+# apt-cache show --no-all-versions NAME: a record for the names in available.txt, else apt's "no packages" error.
+FAKE_APT_CACHE = """\
+import os, sys
+state = os.environ["KILN_FAKE_STATE"]
+name = sys.argv[-1]
+with open(os.path.join(state, "calls.log"), "a") as log:
+    log.write("apt-cache show " + name + "\\n")
+path = os.path.join(state, "available.txt")
+if os.path.exists(path) and name in open(path).read().split():
+    print(f"Package: {name}\\nVersion: 1.0-1\\n")
+    sys.exit(0)
+sys.stderr.write("E: No packages found\\n")
+sys.exit(100)
 """
 
 DPKG = (
@@ -467,7 +491,8 @@ def _segments(out: str) -> dict[str, list[str]]:
 def fake_host(tmp_path: Path) -> dict[str, Path]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, code in (("dpkg-query", FAKE_DPKG_QUERY), ("apt-mark", FAKE_APT_MARK), ("apt-get", FAKE_APT_GET)):
+    for name, code in (("dpkg-query", FAKE_DPKG_QUERY), ("apt-mark", FAKE_APT_MARK), ("apt-get", FAKE_APT_GET),
+                       ("apt-cache", FAKE_APT_CACHE)):
         script = bin_dir / name
         script.write_text(f"#!{sys.executable}\n{code}")
         script.chmod(script.stat().st_mode | stat.S_IXUSR)
@@ -583,3 +608,189 @@ def test_a_policy_rc_d_left_by_an_interrupted_run_is_cleared(tmp_path: Path, fak
     out, seg, calls, rc = _run(tmp_path, fake_host, plays=plays)
     assert rc == 0, out
     assert "policy-rc.d exit 101" in calls and fake_host["policy"].read_text() == site  # the site's own is back
+
+
+# ---------------------------------------------------------------------------
+# pinned_play: the pins of a play's roles in one read, one transaction, one verify
+
+def _core() -> Any:
+    import kiln_pkgs  # noqa: PLC0415 - the module_utils file, loaded by path once
+    return kiln_pkgs._core
+
+
+CUDA_GROUP = {"owner": "cuda", "packages": ["libnccl2=2.28.7-1+cuda13.0", "libnccl-dev=2.28.7-1+cuda13.0"]}
+DRIVER_GROUP = {"owner": "nvidia-driver", "packages": ["nvidia-open-580=580.95.05-1"], "absent": ["nvidia-fabricmanager-580"]}
+
+
+def test_merge_groups_joins_owners_and_keeps_each_pin_once() -> None:
+    shared = {"owner": "dcgm", "packages": ["libnccl2=2.28.7-1+cuda13.0", "datacenter-gpu-manager-4-cuda13=1:4.6.0-1"]}
+    merged = _core().merge_groups([CUDA_GROUP, DRIVER_GROUP, shared], "apt")
+    assert merged["specs"] == ["libnccl2=2.28.7-1+cuda13.0", "libnccl-dev=2.28.7-1+cuda13.0", "nvidia-open-580=580.95.05-1",
+                               "datacenter-gpu-manager-4-cuda13=1:4.6.0-1"]
+    assert merged["absent"] == ["nvidia-fabricmanager-580"] and merged["deferred"] == []
+    assert merged["owners"]["dcgm"]["names"] == ["libnccl2", "datacenter-gpu-manager-4-cuda13"]
+
+
+@pytest.mark.parametrize(("groups", "match"), [
+    ([CUDA_GROUP, {"owner": "dcgm", "packages": ["libnccl2=2.29.2-1+cuda13.0"]}],
+     r"libnccl2 is pinned twice: libnccl2=2.28.7-1\+cuda13.0 by cuda, libnccl2=2.29.2-1\+cuda13.0 by dcgm"),
+    ([CUDA_GROUP, CUDA_GROUP], "owner cuda appears twice"),
+    ([CUDA_GROUP, {"owner": "x", "packages": [], "absent": ["libnccl2"]}], "pinned and removed at once: libnccl2 \\(cuda\\)"),
+    ([{"owner": "cuda", "pakages": ["libnccl2=1-1"]}], r"package group 0 \(cuda\): unknown key\(s\) pakages"),
+    ([{"owner": "CUDA", "packages": []}], "owner 'CUDA' must be lower-case"),
+    ([{"owner": "cuda", "packages": "libnccl2=1-1"}], "package group cuda: packages must be a list of strings"),
+    ([{"owner": "cuda", "packages": [12.4]}], "package group cuda: packages must be a list of strings"),
+    ([{"owner": "cuda", "packages": [], "defer": "yes"}], "defer must be a boolean"),
+    ([{"owner": "cuda", "packages": [], "absent": ["nvidia-*"]}], "packages to remove must be bare names: nvidia-\\*"),
+    ([CUDA_GROUP, {"owner": "nvidia-driver", "packages": ["nvidia-open-580=580.95.05-1"],
+                   "problems": ["driver 535 does not support H100. Fix: set kiln_stack.driver"]}],
+     "refused: nvidia-driver: driver 535 does not support H100. Fix: set kiln_stack.driver"),
+    ("cuda", "package groups must be a list"),
+    ([["cuda"]], "package group 0 must be a mapping"),
+])
+def test_merge_groups_refuses_what_it_cannot_install_as_one(groups: Any, match: str) -> None:
+    with pytest.raises(_core().PkgError, match=match):
+        _core().merge_groups(groups, "apt")
+
+
+def test_merge_groups_leaves_deferred_owners_to_their_roles() -> None:
+    merged = _core().merge_groups([CUDA_GROUP, {"owner": "slurm-compute", "packages": ["slurmd=22.05.8-4+deb12u3"], "defer": True}], "apt")
+    assert merged["deferred"] == ["slurm-compute"] and "slurm-compute" not in merged["owners"]
+    assert merged["specs"] == CUDA_GROUP["packages"]
+
+
+_NAMES = st.sampled_from(["libnccl2", "libnccl-dev", "nvidia-open-580", "munge", "slurmd", "chrony"])
+_VERSIONS = st.sampled_from(["1.0-1", "2.28.7-1+cuda13.0", "1:4.6.0-1"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["cuda", "dcgm", "munge", "node-exporter"]),
+                          st.lists(st.tuples(_NAMES, _VERSIONS), max_size=4),
+                          st.lists(_NAMES, max_size=2), st.booleans()), max_size=4))
+def test_merge_groups_either_joins_consistently_or_refuses_clearly(raw: list[Any]) -> None:
+    groups = [{"owner": o, "packages": [f"{n}={v}" for n, v in pkgs], "absent": gone, "defer": defer}
+              for o, pkgs, gone, defer in raw]
+    try:
+        merged = _core().merge_groups(groups, "apt")
+    except _core().PkgError as exc:
+        assert str(exc)  # a message, never another exception type
+        return
+    names = [spec.split("=")[0] for spec in merged["specs"]]
+    assert len(names) == len(set(names))  # each name pinned once
+    for group in groups:
+        if group["defer"]:
+            assert group["owner"] in merged["deferred"] and group["owner"] not in merged["owners"]
+            continue
+        mine = merged["owners"][group["owner"]]
+        assert mine["names"] == [spec.split("=")[0] for spec in group["packages"]]
+        assert set(group["packages"]) <= set(merged["specs"])  # every owner's pins, exactly
+        assert not set(mine["absent"]) & set(names)
+
+
+def test_pinned_covered_only_for_exactly_the_same_pins() -> None:
+    covered = _core().pinned_covered
+    play = {"changed": False, "owners": {"cuda": {**CUDA_GROUP, "absent": [], "names": ["libnccl2", "libnccl-dev"], "changes": []}}}
+    assert covered(play, CUDA_GROUP)["names"] == ["libnccl2", "libnccl-dev"]
+    assert covered(play, {**CUDA_GROUP, "packages": CUDA_GROUP["packages"][:1]}) is None  # other pins: the role installs
+    assert covered(play, {**CUDA_GROUP, "absent": ["x"]}) is None
+    assert covered(play, DRIVER_GROUP) is None  # owner not in the batch
+    assert covered({**play, "skipped": True}, CUDA_GROUP) is None
+    assert covered({**play, "failed": True}, CUDA_GROUP) is None
+    assert covered({}, CUDA_GROUP) is None and covered(None, CUDA_GROUP) is None and covered("x", CUDA_GROUP) is None
+
+
+NCCL_GROUP = '{owner: cuda, packages: ["libnccl2=2.28.7-1+cuda13.0", "libnccl-dev=2.28.7-1+cuda13.0"]}'
+LESS_GONE = '{owner: tools, packages: ["chrony=4.3-2"], absent: [less]}'
+
+
+def _play_groups(name: str, groups: list[str], policy: Path, check: str = "") -> str:
+    return (f"- name: {name}\n  hosts: localhost\n  gather_facts: false\n"
+            "  vars:\n    ansible_facts: {pkg_mgr: apt}\n"
+            "  module_defaults:\n"
+            f"    kiln_packages: {{policy_rc_d_path: {policy}, apt_stamp: {policy.parent / 'stamp'}}}\n"
+            "  environment:\n    PATH: \"{{ fake_bin }}:/usr/bin:/bin\"\n    KILN_FAKE_STATE: \"{{ fake_state }}\"\n"
+            f"    KILN_FAKE_POLICY: {policy}\n"
+            "  tasks:\n"
+            "    - name: MARK batch\n      ansible.builtin.debug: {msg: mark}\n"
+            "    - name: CALL batch\n      ansible.builtin.include_role: {name: common, tasks_from: pinned_play}\n"
+            f"      vars: {{common_pinned_groups: [{', '.join(groups)}]}}\n"
+            "    - name: MARK after\n      ansible.builtin.debug: {msg: mark}\n"
+            f"    - name: Check what the batch covered\n      ansible.builtin.assert:\n        that: {json.dumps(check or 'true')}\n")
+
+
+def _run_groups(tmp_path: Path, fake_host: dict[str, Path], *plays: str, extra: tuple[str, ...] = ()) -> tuple[str, list[str], int]:
+    book = tmp_path / "pinned-play.yml"
+    book.write_text("---\n" + "".join(plays))
+    res = run_playbook(str(book), "-i", "localhost,", "-c", "local", *extra,
+                       "-e", f"ansible_python_interpreter={sys.executable}",
+                       "-e", f"fake_bin={fake_host['bin']}", "-e", f"fake_state={fake_host['state']}",
+                       "-e", f"__common_unattended_conf_dir={fake_host['conf']}", tmp_path=tmp_path)
+    calls_log = fake_host["state"] / "calls.log"
+    return res.stdout + res.stderr, calls_log.read_text().splitlines() if calls_log.exists() else [], res.returncode
+
+
+@needs_playbook
+def test_pinned_play_installs_every_owner_in_one_read_and_one_transaction(tmp_path: Path, fake_host: dict[str, Path]) -> None:
+    policy = fake_host["policy"]
+    new_nccl = NCCL_GROUP.replace("2.28.7", "2.29.2")
+    covered = "common_pinned_play | kiln_pinned_covered({'owner': 'cuda', 'packages': ['libnccl2=2.29.2-1+cuda13.0', " \
+              "'libnccl-dev=2.29.2-1+cuda13.0']}) is not none"
+    out, calls, rc = _run_groups(tmp_path, fake_host, _play_groups("upgrade + remove", [new_nccl, LESS_GONE], policy, covered),
+                                 _play_groups("no-op", [new_nccl, LESS_GONE], policy, covered))
+    assert rc == 0, out
+    assert calls == [
+        READ, "apt-mark unhold libnccl-dev",                  # one read for both owners; release what changes
+        "apt-get install libnccl2=2.29.2-1+cuda13.0 libnccl-dev=2.29.2-1+cuda13.0 less-", "policy-rc.d exit 101",
+        READ, "apt-mark hold libnccl2 libnccl-dev", READ,     # one transaction (install + removal), hold, verify
+        READ,                                                 # play 2: a no-op reads once and runs nothing
+    ], out
+    assert "- 'cuda: changing'\n    - libnccl2 2.28.7-1+cuda13.0 -> 2.29.2-1+cuda13.0" in out
+    assert "- 'tools: changing'\n    - less removed" in out
+    db = kiln_pkgdb_parse((fake_host["state"] / "dpkg.txt").read_text(), "apt")
+    assert "less" not in db["packages"] and db["held"] == ["chrony", "libnccl-dev", "libnccl2"]
+    assert '"^libnccl2$";' in (fake_host["conf"] / "51kiln-hold-cuda").read_text()
+    assert '"^chrony$";' in (fake_host["conf"] / "51kiln-hold-tools").read_text()  # a hold file per owner
+
+
+@needs_playbook
+def test_pinned_play_refuses_before_reading_or_changing_anything(tmp_path: Path, fake_host: dict[str, Path]) -> None:
+    refusing = '{owner: nvidia-driver, packages: ["nvidia-open-580=580.95.05-1"], problems: ["GPU 0x2330 needs driver >= 525. Fix: raise kiln_stack.driver"]}'
+    out, calls, rc = _run_groups(tmp_path, fake_host, _play_groups("refused", [NCCL_GROUP, refusing], fake_host["policy"]))
+    assert rc != 0
+    assert "nothing installed: refused: nvidia-driver: GPU 0x2330 needs driver >= 525. Fix: raise kiln_stack.driver" in out
+    assert calls == [] and (fake_host["state"] / "dpkg.txt").read_text() == DPKG
+    assert "Traceback" not in out
+
+
+@needs_playbook
+def test_pinned_play_in_check_mode_reports_and_changes_nothing(tmp_path: Path, fake_host: dict[str, Path]) -> None:
+    out, calls, rc = _run_groups(tmp_path, fake_host, _play_groups("check", [NCCL_GROUP.replace("2.28.7", "2.29.2"), LESS_GONE],
+                                                                    fake_host["policy"]), extra=("--check",))
+    assert rc == 0, out
+    assert calls == [READ] and (fake_host["state"] / "dpkg.txt").read_text() == DPKG
+    assert "libnccl2 2.28.7-1+cuda13.0 -> 2.29.2-1+cuda13.0" in out and "less removed" in out
+
+
+@needs_playbook
+def test_present_installs_optional_names_the_repositories_carry_and_reports_the_rest(tmp_path: Path,
+                                                                                    fake_host: dict[str, Path]) -> None:
+    (fake_host["state"] / "available.txt").write_text("linux-headers-6.1.0-28-amd64\n")
+    book = tmp_path / "optional.yml"
+    book.write_text(
+        "---\n- name: optional names\n  hosts: localhost\n  gather_facts: false\n"
+        "  environment:\n    PATH: \"{{ fake_bin }}:/usr/bin:/bin\"\n    KILN_FAKE_STATE: \"{{ fake_state }}\"\n"
+        "  tasks:\n"
+        "    - name: Install with optional names\n      kiln_packages:\n        state: present\n        pkg_mgr: apt\n"
+        "        packages: [less, iperf3]\n        optional: [linux-headers-6.1.0-28-amd64, linux-headers-9.9.9-nope, chrony]\n"
+        f"        policy_rc_d_path: {fake_host['policy']}\n        apt_stamp: {fake_host['policy'].parent / 'stamp'}\n"
+        "      register: __res\n"
+        "    - name: Show\n      ansible.builtin.debug:\n        msg: \"RESULT {{ __res.installs }} {{ __res.unavailable }}\"\n")
+    res = run_playbook(str(book), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+                       "-e", f"fake_bin={fake_host['bin']}", "-e", f"fake_state={fake_host['state']}", tmp_path=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "RESULT ['iperf3', 'linux-headers-6.1.0-28-amd64'] ['linux-headers-9.9.9-nope']" in out
+    calls = (fake_host["state"] / "calls.log").read_text().splitlines()
+    # chrony is installed already (no probe); one install for the missing and the available optional names
+    assert calls == [READ, "apt-cache show linux-headers-6.1.0-28-amd64", "apt-cache show linux-headers-9.9.9-nope",
+                     "apt-get install iperf3 linux-headers-6.1.0-28-amd64"], out

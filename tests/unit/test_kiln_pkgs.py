@@ -104,6 +104,6 @@ def test_kernel_key_orders_numerically():
 def test_filter_module_exposes_documented_filters():
     names = set(FilterModule().filters())
     assert names == {"kiln_pkg_split", "kiln_pkg_plan", "kiln_pkgdb_parse", "kiln_kernel_key", "kiln_kernels_to_check",
-                     "kiln_format_change"}
+                     "kiln_format_change", "kiln_pinned_covered"}
     docs = {p.stem for p in __import__("pathlib").Path(kiln_pkgs.__file__).parent.glob("kiln_*.yml")}
     assert names <= docs

@@ -111,8 +111,10 @@ def test_toolkit_has_no_per_runtime_include():
     tasks = list(_walk(_tasks(TOOLKIT / "tasks" / "main.yml")))
     assert not any("ansible.builtin.include_tasks" in t for t in tasks)
     assert not (TOOLKIT / "tasks" / "runtime.yml").exists() and not (TOOLKIT / "tasks" / "cdi.yml").exists()
-    look = next(t for t in tasks if t.get("name") == "Look for each container runtime")
-    assert look["loop"] == "{{ nvidia_container_toolkit_runtimes }}"
+    # one search for every runtime's binary (a find, not a stat per runtime)
+    look = next(t for t in tasks if t.get("register") == "__nvidia_container_toolkit_binaries")
+    assert "ansible.builtin.find" in look and "loop" not in look
+    assert "nvidia_container_toolkit_runtimes" in look["vars"]["__nvidia_container_toolkit_wanted"]
     report = next(t for t in tasks if t.get("name") == "Report the runtimes that are not installed")
     assert "'SKIPPED '" in report["ansible.builtin.debug"]["msg"]
     assert "': not installed on this host'" in report["ansible.builtin.debug"]["msg"]

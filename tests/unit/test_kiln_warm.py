@@ -1,0 +1,40 @@
+"""callback_plugins/kiln_warm.py: kiln's filters and data loaded in the main process before the first task."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from ansible.plugins.loader import filter_loader
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _callback():
+    spec = importlib.util.spec_from_file_location("kiln_warm_under_test", REPO / "callback_plugins" / "kiln_warm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_warm_loads_every_kiln_filter_file_and_the_compat_data() -> None:
+    filter_loader.add_directory(str(REPO / "filter_plugins"))
+    module = _callback()
+    module.CallbackModule().v2_playbook_on_start(None)
+    loaded = {Path(getattr(m, "__file__", "") or "").name for m in list(sys.modules.values())}
+    for name in ("kiln_compat.py", "kiln_pkgs.py", "kiln_slurm.py", "kiln_repo_key.py", "kiln_stack_schema.py"):
+        assert name in loaded, name
+    compat = next(m for m in list(sys.modules.values())
+                  if Path(getattr(m, "__file__", "") or "").name == "kiln_compat.py" and hasattr(m, "_CACHE"))
+    assert {"compat", "denylist"} <= set(compat._CACHE)
+
+
+def test_every_warm_filter_exists() -> None:
+    docs = {p.stem for p in (REPO / "filter_plugins").glob("kiln_*.yml")}
+    assert set(_callback().WARM_FILTERS) <= docs
+
+
+def test_ansible_cfg_enables_it() -> None:
+    cfg = (REPO / "ansible.cfg").read_text()
+    assert "callback_plugins = callback_plugins" in cfg and "kiln_warm" in cfg
+    assert "kiln_warm" in (REPO / ".config" / "molecule" / "config.yml").read_text()
