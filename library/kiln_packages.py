@@ -491,8 +491,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
-    if params["groups"] and params["state"] != "pinned":
-        module.fail_json(msg="groups is for state=pinned only; hold, unhold and present take packages")
+    for option, state in (("groups", "pinned"), ("absent", "pinned"), ("optional", "present")):
+        if params[option] and params["state"] != state:
+            module.fail_json(msg=f"{option} is for state={state} only, not state={params['state']}: nothing changed")
     if params["groups"] and (params["packages"] or params["absent"]):
         module.fail_json(msg="give either groups (several owners) or packages/absent (one owner), not both")
     if params["packages"] is None and not params["groups"]:

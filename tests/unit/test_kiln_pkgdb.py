@@ -794,3 +794,22 @@ def test_present_installs_optional_names_the_repositories_carry_and_reports_the_
     # chrony is installed already (no probe); one install for the missing and the available optional names
     assert calls == [READ, "apt-cache show linux-headers-6.1.0-28-amd64", "apt-cache show linux-headers-9.9.9-nope",
                      "apt-get install iperf3 linux-headers-6.1.0-28-amd64"], out
+
+
+@needs_playbook
+@pytest.mark.parametrize(("args", "why"), [
+    ("state: held\n        packages: [chrony]\n        absent: [less]", "absent is for state=pinned only, not state=held"),
+    ("state: pinned\n        packages: [chrony]\n        optional: [less]", "optional is for state=present only, not state=pinned"),
+    ("state: present\n        groups: [{owner: x, packages: []}]", "groups is for state=pinned only, not state=present"),
+])
+def test_options_for_another_state_are_refused_not_ignored(tmp_path: Path, fake_host: dict[str, Path],
+                                                           args: str, why: str) -> None:
+    book = tmp_path / "misuse.yml"
+    book.write_text("---\n- name: misuse\n  hosts: localhost\n  gather_facts: false\n"
+                    "  environment:\n    PATH: \"{{ fake_bin }}:/usr/bin:/bin\"\n    KILN_FAKE_STATE: \"{{ fake_state }}\"\n"
+                    f"  tasks:\n    - name: Misuse\n      kiln_packages:\n        pkg_mgr: apt\n        {args}\n")
+    res = run_playbook(str(book), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+                       "-e", f"fake_bin={fake_host['bin']}", "-e", f"fake_state={fake_host['state']}", tmp_path=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and why in out and "Traceback" not in out, out
+    assert not (fake_host["state"] / "calls.log").exists()  # nothing read, nothing changed
