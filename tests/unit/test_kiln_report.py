@@ -175,3 +175,14 @@ def test_write_reports_refuses_invalid(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="invalid burn-in summary"):
         kr.write_reports({"schema": "x"}, str(tmp_path))
     assert not list(tmp_path.iterdir())
+
+
+def test_the_schema_allows_every_pair_status_the_pair_judge_gives() -> None:
+    """A MARGINAL pair (between half the band and the band) once failed a real run's schema check."""
+    import kiln_isolate
+    schema = json.loads(SCHEMA_FILE.read_text())
+    pair_status = schema["properties"]["pairs"]["properties"]["results"]["items"]["properties"]["status"]
+    statuses = {getattr(kiln_isolate, name) for name in dir(kiln_isolate) if name.startswith("PAIR_")
+                and isinstance(getattr(kiln_isolate, name), str)}
+    assert statuses == {"PASS", "MARGINAL", "SLOW", "FAIL", "INCOMPLETE"}
+    assert set(pair_status["enum"]) == statuses
