@@ -1,12 +1,16 @@
 """The test bed's podman connection (tests/harness/connection_plugins/podman.py): pipelining.
 
-Modules travel on the standard input of one ``podman exec -i``; commands without input and
+Modules travel on the standard input of one process: nsenter into the running container's
+namespaces (root), else one ``podman exec -i``; without nsenter, commands without input and
 file transfers behave as the collection's connection does.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import os
+import subprocess
 
 import pytest
 
@@ -33,7 +37,10 @@ class Recorder(plugin.Connection):  # type: ignore[name-defined,misc]
         return 0, b"/mnt/kiln-node\n" if cmd == "mount" else b"{}", b""
 
     def get_option(self, name: str) -> Any:
-        return {"pipelining": True, "podman_executable": "podman", "podman_extra_args": ""}[name]
+        return {"pipelining": True, "podman_executable": "podman", "podman_extra_args": "",
+                "nsenter": self.nsenter}[name]
+
+    nsenter = False
 
 
 def test_a_module_goes_on_stdin_of_one_exec() -> None:
@@ -69,3 +76,129 @@ def test_the_plugin_claims_pipelining_and_the_short_name() -> None:
     assert plugin.Connection.has_pipelining is True
     assert plugin.Connection.transport == "podman"
     assert "name: podman" in plugin.DOCUMENTATION and "pipelining:" in plugin.DOCUMENTATION
+
+
+LIMITS = """Limit                     Soft Limit           Hard Limit           Units
+Max cpu time              unlimited            unlimited            seconds
+Max stack size            8388608              unlimited            bytes
+Max processes             32768                32768                processes
+Max open files            20000                20000                files
+Max locked memory         8388608              8388608              bytes
+Max nice priority         0                    0
+"""
+
+
+def test_limits_are_read_as_the_container_sets_them() -> None:
+    assert plugin.parse_limits(LIMITS) == {
+        "RLIMIT_STACK": [8388608, -1], "RLIMIT_NPROC": [32768, 32768], "RLIMIT_NOFILE": [20000, 20000],
+        "RLIMIT_MEMLOCK": [8388608, 8388608]}
+    assert plugin.parse_limits("Max locked memory  lots  of\ngarbage") == {}
+
+
+def test_start_time_and_namespaces_of_this_process() -> None:
+    assert plugin.proc_start_time(os.getpid()) is not None
+    assert plugin.proc_start_time(2 ** 22 + 1) is None  # no such pid
+    assert plugin.namespace_flags(os.getpid()) == []  # nothing differs from itself
+
+
+class NsRecorder(Recorder):
+    """nsenter on: the container's record is given, the process launch recorded."""
+
+    nsenter = True
+
+    def __init__(self, target: dict[str, Any]) -> None:
+        super().__init__()
+        self.target = target
+        self.runs: list[tuple[list[str], Any]] = []
+
+    def _ns_target(self) -> dict[str, Any] | None:
+        return self.target
+
+    def _ns_run(self, target: dict[str, Any], argv: list[str], in_data: Any) -> tuple[int, bytes, bytes]:
+        self.runs.append((argv, in_data))
+        return 0, b"content", b""
+
+
+def test_with_nsenter_a_module_runs_in_the_container_without_podman(tmp_path: Path) -> None:
+    conn = NsRecorder({"pid": 42})
+    conn._connect()
+    assert conn.exec_command("/bin/sh -c '/usr/bin/python3 && sleep 0'", in_data=b"MODULE")[0] == 0
+    src = tmp_path / "f"
+    src.write_bytes(b"DATA")
+    conn.put_file(str(src), "/tmp/a b")
+    conn.fetch_file("/etc/hostname", str(tmp_path / "out"))
+    assert conn.calls == []  # podman never ran
+    assert conn.runs == [(["/bin/sh", "-c", "/usr/bin/python3 && sleep 0"], b"MODULE"),
+                         (["/bin/sh", "-c", 'cat > "$1"', "kiln-put", "/tmp/a b"], b"DATA"),
+                         (["cat", "--", "/etc/hostname"], None)]
+    assert (tmp_path / "out").read_bytes() == b"content"
+
+
+def test_nsenter_runs_with_the_containers_environment_and_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    class Proc:
+        returncode = 0
+
+        def communicate(self, input: bytes) -> tuple[bytes, bytes]:  # noqa: A002 - subprocess's name
+            seen["input"] = input
+            return b"out", b""
+
+    def popen(argv: list[str], **kwargs: Any) -> Proc:
+        seen["argv"], seen["env"], seen["preexec"] = argv, kwargs["env"], kwargs["preexec_fn"]
+        return Proc()
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    conn = NsRecorder({})
+    target = {"pid": 7, "flags": ["-m", "-p"], "env": {"PATH": "/usr/bin", "HOME": "/root"},
+              "limits": {"RLIMIT_MEMLOCK": [8388608, 8388608]}, "nsenter": "/usr/bin/nsenter"}
+    assert plugin.Connection._ns_run(conn, target, ["true"], None) == (0, b"out", b"")
+    assert seen["argv"] == ["/usr/bin/nsenter", "-t", "7", "-m", "-p", "-r", "-w", "--", "true"]
+    assert seen["env"] == {"PATH": "/usr/bin", "HOME": "/root"} and seen["input"] == b""
+    applied: list[tuple[int, tuple[int, int]]] = []
+    monkeypatch.setattr(plugin.resource, "setrlimit", lambda kind, pair: applied.append((kind, pair)))
+    seen["preexec"]()
+    assert applied == [(plugin.resource.RLIMIT_MEMLOCK, (8388608, 8388608))]
+
+
+def test_without_root_or_as_another_user_it_falls_back_to_podman_exec(monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = Recorder()
+    conn.nsenter = True
+    conn.user = "slurm"
+    assert conn._ns_target() is None
+    conn.user = None
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert conn._ns_target() is None
+
+
+def test_a_stopped_container_falls_back_to_podman_exec(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    class Stopped(Recorder):
+        nsenter = True
+
+        def _podman(self, cmd: Any, cmd_args: Any = None, in_data: Any = None,
+                    use_container_id: bool = True) -> tuple[int, bytes, bytes]:
+            self.calls.append((cmd, cmd_args, in_data, use_container_id))
+            return 0, b"0\t[]\n", b""  # podman inspect of a stopped container: Pid 0
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(plugin, "_cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(plugin.shutil, "which", lambda name: "/usr/bin/nsenter")
+    conn = Stopped()
+    assert conn._ns_target() is None
+    assert conn.calls[0][0][0] == "inspect"
+
+
+def test_the_cached_record_is_used_while_its_process_lives(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import json
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(plugin, "_cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(plugin.shutil, "which", lambda name: "/usr/bin/nsenter")
+    live = {"pid": os.getpid(), "start": plugin.proc_start_time(os.getpid()), "flags": [], "env": {},
+            "limits": {}, "nsenter": "/usr/bin/nsenter"}
+    (tmp_path / "kiln-node.json").write_text(json.dumps(live))
+    conn = Recorder()
+    conn.nsenter = True
+    assert conn._ns_target() == live and conn.calls == []
+    (tmp_path / "kiln-node.json").write_text(json.dumps(dict(live, start="1")))  # the container restarted
+    assert conn._ns_target() is None  # looked up again: the recorder's inspect answers nothing usable
+    assert conn.calls[0][0][0] == "inspect"
