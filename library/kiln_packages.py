@@ -95,7 +95,7 @@ EXAMPLES = r"""
     pkg_mgr: "{{ ansible_facts['pkg_mgr'] }}"
     policy_rc_d: 101
     unattended_conf_dir: /etc/apt/apt.conf.d
-  register: common_pinned_result
+  register: packages_pinned_result
 """
 
 RETURN = r"""

@@ -360,7 +360,7 @@ def merge_groups(groups: Sequence[Mapping[str, Any]], pkg_mgr: str) -> dict[str,
 
 
 def pinned_covered(play: Any, group: Any) -> dict[str, Any] | None:
-    """What a play's batch (``common_pinned_play``) did for ``group``'s owner, or None.
+    """What a play's batch (``packages_play_result``) did for ``group``'s owner, or None.
 
     Not None only when the batch installed exactly this group -- same owner,
     same packages, same names to remove -- so the role may skip its own install

@@ -1,8 +1,8 @@
-"""The package-database snapshot of role common: kiln_pkgdb_parse, kiln_pkg_plan's hold state, and
+"""The package-database snapshot of role packages: kiln_pkgdb_parse, kiln_pkg_plan's hold state, and
 the entry points under a real ansible-playbook run (one read per play, one hold command per call,
 few task results on a no-op call).
 
-The playbook test runs role common against localhost with fake dpkg-query and apt-mark first on
+The playbook test runs role packages against localhost with fake dpkg-query and apt-mark first on
 PATH: they serve and change a text database under tmp_path, so nothing on this machine changes.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from kiln_pkgs import VERSIONLOCK_MARKER, kiln_pkg_plan, kiln_pkgdb_parse
 from kiln_playbook import ANSIBLE_PLAYBOOK, REPO, run_playbook
 
-ROLE = REPO / "roles" / "common"
+ROLE = REPO / "roles" / "packages"
 
 # ---------------------------------------------------------------------------
 # render: the inverse of the parser, for tests (what dpkg-query / rpm print)
@@ -436,16 +436,16 @@ READ = r"dpkg-query -W -f ${Package}\t${Version}\t${db:Status-Abbrev}\t${Status}
 NCCL = '["libnccl2=2.28.7-1+cuda13.0", "libnccl-dev=2.28.7-1+cuda13.0"]'
 NCCL_NEW = '["libnccl2=2.29.2-1+cuda13.0", "libnccl-dev=2.29.2-1+cuda13.0"]'
 CALLS = [
-    ("pinned 1", "pinned_install", f"{{common_pinned_packages: {NCCL}, common_hold_owner: cuda}}"),
-    ("pinned 2", "pinned_install", f"{{common_pinned_packages: {NCCL}, common_hold_owner: cuda}}"),
-    ("hold", "hold", "{common_hold_packages: [chrony], common_hold_owner: common}"),
-    ("packages", "packages", "{common_packages: [chrony, less]}"),
-    ("unhold", "hold", "{common_hold_packages: [chrony], common_hold_owner: common, common_hold_action: unhold}"),
+    ("pinned 1", "pinned_install", f"{{packages_pinned: {NCCL}, packages_owner: cuda}}"),
+    ("pinned 2", "pinned_install", f"{{packages_pinned: {NCCL}, packages_owner: cuda}}"),
+    ("hold", "hold", "{packages_hold: [chrony], packages_owner: common}"),
+    ("packages", "present", "{packages_present: [chrony, less]}"),
+    ("unhold", "hold", "{packages_hold: [chrony], packages_owner: common, packages_hold_action: unhold}"),
 ]
 CALLS_PLAY2 = [
-    ("pinned 3", "pinned_install", f"{{common_pinned_packages: {NCCL}, common_hold_owner: cuda}}"),
-    ("upgrade", "pinned_install", f"{{common_pinned_packages: {NCCL_NEW}, common_hold_owner: cuda}}"),
-    ("packages new", "packages", "{common_packages: [less, iperf3]}"),
+    ("pinned 3", "pinned_install", f"{{packages_pinned: {NCCL}, packages_owner: cuda}}"),
+    ("upgrade", "pinned_install", f"{{packages_pinned: {NCCL_NEW}, packages_owner: cuda}}"),
+    ("packages new", "present", "{packages_present: [less, iperf3]}"),
 ]
 
 
@@ -453,12 +453,12 @@ def _play(name: str, calls: list[tuple[str, str, str]], policy: Path) -> str:
     tasks = []
     for label, entry, params in calls:
         tasks.append(f"    - name: MARK {label}\n      ansible.builtin.debug: {{msg: mark}}\n"
-                     f"    - name: CALL {label}\n      ansible.builtin.include_role: {{name: common, tasks_from: {entry}}}\n"
+                     f"    - name: CALL {label}\n      ansible.builtin.include_role: {{name: packages, tasks_from: {entry}}}\n"
                      f"      vars: {params}\n")
     tasks.append("    - name: MARK end\n      ansible.builtin.debug: {msg: mark}\n")
     return (f"- name: {name}\n  hosts: localhost\n  gather_facts: false\n"
             "  vars:\n    ansible_facts: {pkg_mgr: apt}\n"
-            "    common_apt_cache_valid_time: 3600\n"
+            "    packages_apt_cache_valid_time: 3600\n"
             "  module_defaults:\n"
             f"    kiln_packages: {{policy_rc_d_path: {policy}, apt_stamp: {policy.parent / 'stamp'}}}\n"
             "  environment:\n    PATH: \"{{ fake_bin }}:/usr/bin:/bin\"\n    KILN_FAKE_STATE: \"{{ fake_state }}\"\n"
@@ -467,7 +467,7 @@ def _play(name: str, calls: list[tuple[str, str, str]], policy: Path) -> str:
 
 
 def _segments(out: str) -> dict[str, list[str]]:
-    """Task results of role common between MARK tasks: label -> ['<status> <task name>', ...]."""
+    """Task results of role packages between MARK tasks: label -> ['<status> <task name>', ...]."""
     segments: dict[str, list[str]] = {}
     current = None
     task = None
@@ -482,8 +482,8 @@ def _segments(out: str) -> dict[str, list[str]]:
                 task = None
             continue
         result = re.match(r"^(ok|changed|skipping|included|fatal):", line)
-        if result and task and current and task.startswith("common : ") and "Validating arguments" not in task:
-            segments[current].append(f"{result[1]} {task[len('common : '):]}")
+        if result and task and current and task.startswith("packages : ") and "Validating arguments" not in task:
+            segments[current].append(f"{result[1]} {task[len('packages : '):]}")
     return segments
 
 
@@ -511,7 +511,7 @@ def _run(tmp_path: Path, fake_host: dict[str, Path], *extra: str,
     res = run_playbook(str(book), "-i", "localhost,", "-c", "local", *extra,
                        "-e", f"ansible_python_interpreter={sys.executable}",
                        "-e", f"fake_bin={fake_host['bin']}", "-e", f"fake_state={fake_host['state']}",
-                       "-e", f"__common_unattended_conf_dir={fake_host['conf']}", tmp_path=tmp_path)
+                       "-e", f"__packages_unattended_conf_dir={fake_host['conf']}", tmp_path=tmp_path)
     out = res.stdout + res.stderr
     calls_log = fake_host["state"] / "calls.log"
     calls = calls_log.read_text().splitlines() if calls_log.exists() else []
@@ -547,7 +547,7 @@ def test_entry_points_are_one_task_and_change_only_what_differs(tmp_path: Path,
     # a no-op call: the module says so and runs no package command; the report is skipped
     assert seg["pinned 2"] == NOOP_PINNED and seg["pinned 3"] == NOOP_PINNED
     assert seg["hold"] == ["changed hold | Set the hold state: common"]  # first write of the exclusion file
-    assert seg["packages"] == ["ok packages | Install the packages that are missing"]
+    assert seg["packages"] == ["ok present | Install the packages that are missing"]
     assert seg["unhold"] == ["changed hold | Set the hold state: common"]
     assert "- 'cuda: changing'\n    - libnccl2 2.28.7-1+cuda13.0 -> 2.29.2-1+cuda13.0\n    - libnccl-dev 2.28.7-1+cuda13.0 -> 2.29.2-1+cuda13.0" in out
     db = kiln_pkgdb_parse((fake_host["state"] / "dpkg.txt").read_text(), "apt")
@@ -577,7 +577,7 @@ def test_check_mode_reports_the_changes_and_changes_nothing(tmp_path: Path, fake
 def test_a_failed_install_puts_the_holds_back_and_a_rerun_converges(tmp_path: Path,
                                                                      fake_host: dict[str, Path]) -> None:
     (fake_host["state"] / "refuse.txt").write_text("libnccl2=2.29.2-1+cuda13.0\n")
-    plays = ([("upgrade", "pinned_install", f"{{common_pinned_packages: {NCCL_NEW}, common_hold_owner: cuda}}")],)
+    plays = ([("upgrade", "pinned_install", f"{{packages_pinned: {NCCL_NEW}, packages_owner: cuda}}")],)
     (fake_host["state"] / "dpkg.txt").write_text(DPKG.replace("libnccl2\t2.28.7-1+cuda13.0\tii \tinstall",
                                                               "libnccl2\t2.28.7-1+cuda13.0\thi \thold"))
     out, seg, calls, rc = _run(tmp_path, fake_host, plays=plays)
@@ -604,7 +604,7 @@ def test_a_policy_rc_d_left_by_an_interrupted_run_is_cleared(tmp_path: Path, fak
     assert not fake_host["policy"].exists()
     site = "#!/bin/sh\nexit 0\n"
     fake_host["policy"].write_text(site)
-    plays = ([("packages new", "packages", "{common_packages: [iperf3]}")],)
+    plays = ([("packages new", "present", "{packages_present: [iperf3]}")],)
     out, seg, calls, rc = _run(tmp_path, fake_host, plays=plays)
     assert rc == 0, out
     assert "policy-rc.d exit 101" in calls and fake_host["policy"].read_text() == site  # the site's own is back
@@ -712,8 +712,8 @@ def _play_groups(name: str, groups: list[str], policy: Path, check: str = "") ->
             f"    KILN_FAKE_POLICY: {policy}\n"
             "  tasks:\n"
             "    - name: MARK batch\n      ansible.builtin.debug: {msg: mark}\n"
-            "    - name: CALL batch\n      ansible.builtin.include_role: {name: common, tasks_from: pinned_play}\n"
-            f"      vars: {{common_pinned_groups: [{', '.join(groups)}]}}\n"
+            "    - name: CALL batch\n      ansible.builtin.include_role: {name: packages, tasks_from: pinned_play}\n"
+            f"      vars: {{packages_groups: [{', '.join(groups)}]}}\n"
             "    - name: MARK after\n      ansible.builtin.debug: {msg: mark}\n"
             f"    - name: Check what the batch covered\n      ansible.builtin.assert:\n        that: {json.dumps(check or 'true')}\n")
 
@@ -724,7 +724,7 @@ def _run_groups(tmp_path: Path, fake_host: dict[str, Path], *plays: str, extra: 
     res = run_playbook(str(book), "-i", "localhost,", "-c", "local", *extra,
                        "-e", f"ansible_python_interpreter={sys.executable}",
                        "-e", f"fake_bin={fake_host['bin']}", "-e", f"fake_state={fake_host['state']}",
-                       "-e", f"__common_unattended_conf_dir={fake_host['conf']}", tmp_path=tmp_path)
+                       "-e", f"__packages_unattended_conf_dir={fake_host['conf']}", tmp_path=tmp_path)
     calls_log = fake_host["state"] / "calls.log"
     return res.stdout + res.stderr, calls_log.read_text().splitlines() if calls_log.exists() else [], res.returncode
 
@@ -733,7 +733,7 @@ def _run_groups(tmp_path: Path, fake_host: dict[str, Path], *plays: str, extra: 
 def test_pinned_play_installs_every_owner_in_one_read_and_one_transaction(tmp_path: Path, fake_host: dict[str, Path]) -> None:
     policy = fake_host["policy"]
     new_nccl = NCCL_GROUP.replace("2.28.7", "2.29.2")
-    covered = "common_pinned_play | kiln_pinned_covered({'owner': 'cuda', 'packages': ['libnccl2=2.29.2-1+cuda13.0', " \
+    covered = "packages_play_result | kiln_pinned_covered({'owner': 'cuda', 'packages': ['libnccl2=2.29.2-1+cuda13.0', " \
               "'libnccl-dev=2.29.2-1+cuda13.0']}) is not none"
     out, calls, rc = _run_groups(tmp_path, fake_host, _play_groups("upgrade + remove", [new_nccl, LESS_GONE], policy, covered),
                                  _play_groups("no-op", [new_nccl, LESS_GONE], policy, covered))

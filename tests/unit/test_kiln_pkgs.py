@@ -1,4 +1,4 @@
-"""Package planning filters (filter_plugins/kiln_pkgs.py) used by common's pinned_install."""
+"""Package planning filters (filter_plugins/kiln_pkgs.py) used by the packages role's pinned_install."""
 from __future__ import annotations
 
 import pytest

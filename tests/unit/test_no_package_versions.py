@@ -40,7 +40,7 @@ def version_literals(text: str) -> list[str]:
 
 
 def test_the_scanner_sees_a_pin() -> None:
-    assert version_literals('common_packages: ["munge=0.5.15-2"]') == ["0.5.15"]
+    assert version_literals('packages_present: ["munge=0.5.15-2"]') == ["0.5.15"]
     assert version_literals('x: "{{ v }}"  # e.g. 22.05') == []
     assert version_literals("burnin_tools_nccl_tests_version: \"2.17.6\"") == ["2.17.6"]
 
