@@ -1,22 +1,61 @@
 #!/usr/bin/env bash
-# `make test`: lint -> unit -> test bed -> every molecule scenario, with a
+# `make test`: lint + unit -> test bed -> every molecule scenario, with a
 # timing line per stage and a summary table at the end.
+#
+# Stages run in waves; the stages of one wave run at the same time, each into
+# its own log (.cache/logs/<stage>.log), printed whole, in order, when the wave
+# ends, so CI output reads as if they had run one after another:
+#   1. lint and unit (independent; each mostly one process, the machine has 2 cores)
+#   2. the test bed (image, network, fixture repositories)
+#   3. the scenarios that do not measure anything (KILN_TEST_JOBS at a time, default 2)
+#   4. the scenarios that measure (burnin: its all-reduce and iperf3 figures are
+#      judged against floors and the node's own baselines), alone on the machine
+# KILN_TEST_JOBS=1 runs every stage one after another.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 scenarios=("$@")
+jobs=${KILN_TEST_JOBS:-2}
+# Scenarios that must have the machine to themselves.
+alone=" burnin "
 rm -f .cache/stage-times.tsv
-mkdir -p .cache
+mkdir -p .cache/logs
 total_start=$(date +%s)
 failed=0
-run() { tests/harness/stage.sh "$@" || failed=1; }
 
-run lint tests/harness/lint.sh
-run unit python -m pytest -q -p no:cacheprovider tests/unit
+# wave 'NAME|CMD'... -- run the stages (at most $jobs at once), then print their logs in order
+wave() {
+  local specs=("$@") pids=() names=() i name
+  for spec in "${specs[@]}"; do
+    name=${spec%%|*}
+    if [[ ${jobs} -le 1 || ${#specs[@]} -eq 1 ]]; then
+      # shellcheck disable=SC2086  # the command is a word list by design
+      tests/harness/stage.sh "${name}" ${spec#*|} || failed=1
+      continue
+    fi
+    while [[ $(jobs -rp | wc -l) -ge ${jobs} ]]; do wait -n || true; done
+    # shellcheck disable=SC2086
+    tests/harness/stage.sh "${name}" ${spec#*|} >".cache/logs/${name//[:\/]/_}.log" 2>&1 &
+    pids+=("$!"); names+=("${name}")
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || failed=1
+    cat ".cache/logs/${names[$i]//[:\/]/_}.log"
+  done
+}
+
+wave "lint|tests/harness/lint.sh" "unit|python -m pytest -q -p no:cacheprovider tests/unit"
 if tests/harness/stage.sh testbed tests/harness/testbed.sh; then
   set -a; source .cache/testbed.env; set +a
+  together=() after=()
   for s in "${scenarios[@]}"; do
-    run "molecule:${s}" molecule test -s "${s}"
+    if [[ ${alone} == *" ${s} "* ]]; then
+      after+=("molecule:${s}|molecule test -s ${s}")
+    else
+      together+=("molecule:${s}|molecule test -s ${s}")
+    fi
   done
+  [[ ${#together[@]} -gt 0 ]] && wave "${together[@]}"
+  for spec in "${after[@]}"; do wave "${spec}"; done
 else
   failed=1
 fi
