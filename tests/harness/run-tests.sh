@@ -43,7 +43,7 @@ wave() {
   done
 }
 
-wave "lint|tests/harness/lint.sh" "unit|python -m pytest -q -p no:cacheprovider tests/unit"
+wave "lint|tests/harness/lint.sh" "unit|python -m pytest -q -p no:cacheprovider --durations=10 tests/unit"
 if tests/harness/stage.sh testbed tests/harness/testbed.sh; then
   set -a; source .cache/testbed.env; set +a
   together=() after=()
