@@ -137,8 +137,7 @@ def test_importable_as_ansible_module_utils(tmp_path):
     pkg.mkdir(parents=True)
     (tmp_path / "ansible" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    names = ("kiln_health", "kiln_health_memory", "kiln_health_dcgm", "kiln_dcgm_diag", "kiln_hwfacts",
-             "kiln_verdict", "kiln_nccl")
+    names = tuple(sorted(p.stem for p in (REPO / "module_utils").glob("kiln_*.py")))
     for name in names:
         (pkg / f"{name}.py").write_text((REPO / "module_utils" / f"{name}.py").read_text())
     # load_health's default path is <module dir>/../data/burnin_health.yml
