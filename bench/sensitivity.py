@@ -11,7 +11,7 @@ Issue 11 figures (docs/burnin.md, "Sensitivity"): python3 bench/sensitivity.py -
 
 Each trial is one whole pair phase (module_utils/kiln_isolate.py, the code the
 playbook runs): 2-node CPU-engine all-reduces launched with srun on the
-controller, parsed and judged exactly as the burn-in does (kiln_burnin.nccl_check
+controller, parsed and judged exactly as the burn-in does (kiln_burnin_checks.nccl_check
 against the cpu two-node floor, then the run's reference and the nodes'
 baselines). Healthy trials count false alarms (any node not cleared). Faulty
 trials put `tc qdisc ... tbf` on the bad node's eth0 at CAP x the healthy pair
@@ -34,7 +34,7 @@ from typing import Any, Dict, List
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "module_utils"))
 
-import kiln_burnin  # noqa: E402
+import kiln_burnin_checks  # noqa: E402
 import kiln_isolate  # noqa: E402
 import kiln_verdict  # noqa: E402
 
@@ -58,9 +58,9 @@ class Cluster:
                 "/usr/local/bin/kiln-cpu-allreduce"] + self.args
         out = sh(argv, self.timeout + 30)
         self.seconds.append(time.monotonic() - start)
-        check = kiln_burnin.nccl_check("nccl.pair.all_reduce",
-                                       {"text": out.stdout, "rc": out.returncode,
-                                        "timed_out": out.returncode == 124}, self.floor)
+        check = kiln_burnin_checks.nccl_check("nccl.pair.all_reduce",
+                                              {"text": out.stdout, "rc": out.returncode,
+                                               "timed_out": out.returncode == 124}, self.floor)
         return {"verdict": check["status"], "value": check.get("value")}
 
 

@@ -1,6 +1,6 @@
 # Copyright: kiln contributors
 # SPDX-License-Identifier: MIT
-"""kiln Slurm helpers: node descriptions for slurm.conf/gres.conf from facts.
+"""kiln Slurm helpers: node descriptions for slurm.conf/gres.conf from facts, drain/resume plans.
 
 Pure module-level functions (importable from plain pytest), registered as Jinja
 filters by the thin :class:`FilterModule` at the bottom. Documentation for each
@@ -10,8 +10,18 @@ filter is in the adjacent ``<filter_name>.yml`` sidecar files.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
+
+# kiln's pure Python lives in module_utils/: modules import it as ansible.module_utils.<name>,
+# filters put that directory on sys.path and import the top-level name.
+_KILN_MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
+if _KILN_MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _KILN_MODULE_UTILS)
+
+from kiln_sinfo import UNRECOGNISED, condition, parse_sinfo, resumable  # noqa: E402
 
 try:  # ansible-core is always present when Ansible loads the plugin
     from ansible.errors import AnsibleFilterError
@@ -84,8 +94,8 @@ def kiln_slurm_node(facts: Mapping[str, Any], gpu_model: Any = None, memory_rese
     }
 
 
-def kiln_slurm_nodes(hostvars: Mapping[str, Any], hosts: Iterable[str], memory_reserve_pct: Any = 5,
-                     gres_type_var: str = "slurm_gres_type") -> dict[str, dict[str, Any]]:
+def kiln_slurm_node_descriptions(hostvars: Mapping[str, Any], hosts: Iterable[str], memory_reserve_pct: Any = 5,
+                                 gres_type_var: str = "slurm_gres_type") -> dict[str, dict[str, Any]]:
     """``{host: kiln_slurm_node(...)}`` for each of ``hosts`` whose hardware facts are known.
 
     Hosts without gathered facts (outside this run and not in the fact cache)
@@ -93,7 +103,7 @@ def kiln_slurm_nodes(hostvars: Mapping[str, Any], hosts: Iterable[str], memory_r
     earlier. A host's ``slurm_gres_type`` variable overrides the derived type.
     """
     if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Iterable):
-        raise AnsibleFilterError(f"kiln_slurm_nodes: hosts must be a list of host names, got {hosts!r}")
+        raise AnsibleFilterError(f"kiln_slurm_node_descriptions: hosts must be a list of host names, got {hosts!r}")
     out: dict[str, dict[str, Any]] = {}
     for host in hosts:
         hv = hostvars[host]
@@ -110,30 +120,29 @@ def kiln_slurm_nodes(hostvars: Mapping[str, Any], hosts: Iterable[str], memory_r
 
 def kiln_slurm_node_plan(sinfo_lines: Iterable[str], nodes: Iterable[str], state: str, reason: str = "",
                          only_reason_prefix: str = "") -> dict[str, list[str]]:
-    """Plan a drain/resume from ``sinfo --Node --format '%N|%T|%E'`` lines.
+    """Plan a drain/resume from ``sinfo --Node --format '%N|%T|%E'`` lines (parsed by kiln_sinfo).
 
-    Returns ``{change, kept, unknown}``: nodes to update, drained nodes a resume
-    leaves alone because their reason lacks ``only_reason_prefix`` (``"name (reason)"``),
-    and requested nodes sinfo did not list. A drain skips nodes already drained
-    with the same reason; a resume touches only drained/down nodes.
+    Returns ``{change, kept, unknown, unrecognised}``: nodes to update, drained nodes a
+    resume leaves alone because their reason lacks ``only_reason_prefix`` (``"name (reason)"``),
+    requested nodes sinfo did not list, and requested nodes whose state kiln does not know
+    (``"name (state)"``; a resume leaves them alone, a drain drains them). A drain skips
+    nodes already drained with the same reason; a resume touches only drain/down/fail nodes.
     """
     if state not in ("drain", "resume"):
         raise AnsibleFilterError(f"kiln_slurm_node_plan: state must be drain or resume, got {state!r}")
     if isinstance(nodes, (str, bytes)):
         nodes = [nodes]
-    rows: dict[str, tuple[str, str]] = {}
-    for line in sinfo_lines:
-        parts = str(line).split("|", 2)
-        if len(parts) != 3 or not parts[0]:
-            continue
-        rows.setdefault(parts[0].strip(), (parts[1].strip().lower(), parts[2].strip()))
+    rows = parse_sinfo(sinfo_lines)
     wanted = [str(n) for n in nodes]
-    plan: dict[str, list[str]] = {"change": [], "kept": [], "unknown": [n for n in wanted if n not in rows]}
+    plan: dict[str, list[str]] = {"change": [], "kept": [], "unknown": [n for n in wanted if n not in rows],
+                                  "unrecognised": []}
     for name in wanted:
         if name not in rows:
             continue
-        node_state, node_reason = rows[name]
-        drained = bool(re.search(r"drain|down|fail", node_state))
+        node_state, node_reason = rows[name]["state"], rows[name]["reason"]
+        if condition(node_state) == UNRECOGNISED:
+            plan["unrecognised"].append(f"{name} ({node_state})")
+        drained = resumable(node_state)
         if state == "drain":
             if not (drained and node_reason == reason):
                 plan["change"].append(name)
@@ -141,7 +150,7 @@ def kiln_slurm_node_plan(sinfo_lines: Iterable[str], nodes: Iterable[str], state
             if not only_reason_prefix or node_reason.startswith(only_reason_prefix):
                 plan["change"].append(name)
             else:
-                plan["kept"].append(f"{name} ({node_reason})")
+                plan["kept"].append(f"{name} ({node_reason or 'none'})")
     return plan
 
 
@@ -153,6 +162,6 @@ class FilterModule:
             "kiln_slurm_gpu_type": kiln_slurm_gpu_type,
             "kiln_slurm_gpu_files": kiln_slurm_gpu_files,
             "kiln_slurm_node": kiln_slurm_node,
-            "kiln_slurm_nodes": kiln_slurm_nodes,
+            "kiln_slurm_node_descriptions": kiln_slurm_node_descriptions,
             "kiln_slurm_node_plan": kiln_slurm_node_plan,
         }

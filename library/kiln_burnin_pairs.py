@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-"""Ansible module: the burn-in's swap scope and pair phase (logic in module_utils/kiln_burnin.py)."""
+"""Ansible module: the burn-in's swap scope and pair phase (logic in module_utils/kiln_burnin_pair_phase.py)."""
 
 from __future__ import annotations
 
@@ -173,7 +173,8 @@ nodes:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kiln_baseline import load_with_warnings
-from ansible.module_utils.kiln_burnin import pair_records, pair_round, pair_scope, pair_start, parse_sinfo
+from ansible.module_utils.kiln_burnin_pair_phase import pair_records, pair_round, pair_scope, pair_start
+from ansible.module_utils.kiln_sinfo import parse_sinfo
 from ansible.module_utils.kiln_verdict import KilnConfigError, load_floors
 
 

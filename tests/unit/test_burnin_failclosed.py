@@ -19,6 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "module_utils"))
 
 import kiln_burnin as kb  # noqa: E402
+import kiln_burnin_checks as kbc  # noqa: E402
+import kiln_burnin_pair_phase as kbp  # noqa: E402
 import kiln_burnin_lock as kl  # noqa: E402
 import kiln_isolate as ki  # noqa: E402
 import kiln_verdict as kv  # noqa: E402
@@ -52,9 +54,9 @@ def by_id(record):
 
 def test_quick_mode_plans_no_pairs():
     assert ki.first_round(["a", "b", "c", "d"], "quick") == []
-    state = kb.pair_start(["a", "b"], "quick", ["a", "b"], [], {}, {})
+    state = kbp.pair_start(["a", "b"], "quick", ["a", "b"], [], {}, {})
     assert state["pairs"] == []
-    assert kb.pair_scope(["a", "b"], "quick", None, {})["hosts"] == ["a", "b"]
+    assert kbp.pair_scope(["a", "b"], "quick", None, {})["hosts"] == ["a", "b"]
 
 
 # -- item 2: an expected node that sent nothing is INCOMPLETE ---------------------------------------
@@ -83,15 +85,15 @@ def test_node_that_lost_its_gpus_fails(inventory, history):
 
 
 def test_history_gpus_and_bad_expected_values():
-    assert kb.history_gpus([{"status": "PASS", "gpus": 8}, {"status": "FAIL", "gpus": 0}]) == 8
-    assert kb.history_gpus([{"status": "PASS", "gpus": "8"}, {"status": "PASS", "gpus": True}]) is None
+    assert kbp.history_gpus([{"status": "PASS", "gpus": 8}, {"status": "FAIL", "gpus": 0}]) == 8
+    assert kbp.history_gpus([{"status": "PASS", "gpus": "8"}, {"status": "PASS", "gpus": True}]) is None
     for bad in ("eight", -1, 10 ** 9, 1.5e400):
         with pytest.raises(kv.KilnConfigError, match="kiln_burnin_expected_gpus"):
-            kb.expected_gpu_count(bad)
+            kbc.expected_gpu_count(bad)
 
 
 def test_no_gpu_expected_is_skipped_not_failed():
-    checks = kb.passive_checks({"pci_gpu_count": 0}, None)
+    checks = kbc.passive_checks({"pci_gpu_count": 0}, None)
     assert {c["status"] for c in checks} == {"SKIP"}
 
 
@@ -102,11 +104,11 @@ SINFO = {"t1": {"state": "drained", "reason": "RMA ticket 42"}, "t2": {"state": 
 
 
 def test_person_drained_swap_target_is_held():
-    state = kb.pair_start(["g", "t1", "t2"], "swap", ["t1", "t2"], ["g"], {}, {}, SINFO)
+    state = kbp.pair_start(["g", "t1", "t2"], "swap", ["t1", "t2"], ["g"], {}, {}, SINFO)
     assert state["resume"] == ["t2"]
     assert state["excluded"]["t1"]["status"] == "INCOMPLETE"
     assert state["excluded"]["t1"]["why"].startswith("held by operator: RMA ticket 42")
-    over = kb.pair_start(["g", "t1", "t2"], "swap", ["t1", "t2"], ["g"], {}, {}, SINFO,
+    over = kbp.pair_start(["g", "t1", "t2"], "swap", ["t1", "t2"], ["g"], {}, {}, SINFO,
                          override_operator_drain=True)
     assert over["resume"] == ["t1", "t2"]
 
@@ -189,9 +191,9 @@ def test_non_finite_floor_override_is_a_config_error(floor):
 
 
 def test_enforce_checks_demotes_non_finite_pass():
-    checks = kb.enforce_checks([kv.make_check("x", "PASS", value=math.inf)], [], "default")
+    checks = kbc.enforce_checks([kv.make_check("x", "PASS", value=math.inf)], [], "default")
     assert checks[0]["status"] == "INCOMPLETE"
-    checks = kb.enforce_checks([kv.make_check("gpu.count", "SKIP")], ["gpu.count", "nccl.pair.all_reduce"],
+    checks = kbc.enforce_checks([kv.make_check("gpu.count", "SKIP")], ["gpu.count", "nccl.pair.all_reduce"],
                                "default")
     assert [c["status"] for c in checks] == ["INCOMPLETE", "INCOMPLETE"]
 
@@ -227,7 +229,7 @@ def test_relative_only_sku_warns_and_fails_below_the_fleet():
         return {"checks": [item], "gpu_sku": "l40s", **kv.aggregate_node([item])}
 
     nodes = {"a": record(300.0), "b": record(301.0), "c": record(299.0), "d": record(150.0), "e": record(290.0)}
-    kb.relative_single_node(nodes, {"e": {"value": 400.0}}, 0.10)
+    kbc.relative_single_node(nodes, {"e": {"value": 400.0}}, 0.10)
     assert nodes["d"]["status"] == "FAIL" and "fleet median" in nodes["d"]["checks"][0]["detail"]
     assert nodes["e"]["status"] == "FAIL" and "own baseline" in nodes["e"]["checks"][0]["detail"]
     assert nodes["a"]["status"] == "WARN"
@@ -239,12 +241,12 @@ def test_fabric_key_from_rdma_ports():
     ib = [{"port": "mlx5_0/1", "link_layer": "InfiniBand", "state": "4: ACTIVE", "rate": "400 Gb/sec (4X NDR)"}]
     roce = [{"port": "mlx5_0/1", "link_layer": "Ethernet", "state": "4: ACTIVE", "rate": "400 Gb/sec (4X)"}]
     down = [{"port": "mlx5_0/1", "link_layer": "InfiniBand", "state": "1: DOWN", "rate": "10 Gb/sec"}]
-    assert kb.fabric_key({"a": ib, "b": ib})["key"] == "ib_ndr"
-    assert kb.fabric_key({"a": roce, "b": roce})["key"] == "roce400"
-    assert kb.fabric_key({"a": ib, "b": down})["key"] == "tcp"
-    assert kb.fabric_key({"a": ib, "b": roce})["key"] == "tcp"
-    assert kb.fabric_key({})["key"] == "tcp"
-    assert kb.fabric_key({"a": [{"rate": "junk", "state": "ACTIVE"}], "b": None})["key"] == "tcp"
+    assert kbp.fabric_key({"a": ib, "b": ib})["key"] == "ib_ndr"
+    assert kbp.fabric_key({"a": roce, "b": roce})["key"] == "roce400"
+    assert kbp.fabric_key({"a": ib, "b": down})["key"] == "tcp"
+    assert kbp.fabric_key({"a": ib, "b": roce})["key"] == "tcp"
+    assert kbp.fabric_key({})["key"] == "tcp"
+    assert kbp.fabric_key({"a": [{"rate": "junk", "state": "ACTIVE"}], "b": None})["key"] == "tcp"
 
 
 # -- item 12: decisive under noise ------------------------------------------------------------------
@@ -302,7 +304,7 @@ def test_no_predictable_tmp_paths_in_the_burnin_playbooks():
 
 def _judge(text: str) -> dict:
     floor = kv.lookup_floor(kv.load_floors(), "h100-sxm", "any", "single_node", overrides=OVERRIDES)
-    return kb.nccl_check("nccl.single_node.all_reduce", {"text": text, "rc": 0}, floor)
+    return kbc.nccl_check("nccl.single_node.all_reduce", {"text": text, "rc": 0}, floor)
 
 
 def _rows(text: str) -> list:

@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO / "module_utils"))
 
 import kiln_baseline  # noqa: E402
 import kiln_burnin as kb  # noqa: E402
+import kiln_burnin_checks as kbc  # noqa: E402
 import kiln_verdict as kv  # noqa: E402
 from kiln_loader import load_source  # noqa: E402
 
@@ -92,7 +93,7 @@ def burnin_inputs(draw):
         return draw(st.sampled_from(bad)) if hostile and draw(st.booleans()) else good
 
     mode = draw(st.sampled_from(["quick", "default", "acceptance", "swap"]))
-    level = kb.DCGM_LEVELS.get(mode, 2)
+    level = kbc.DCGM_LEVELS.get(mode, 2)
     names = [f"n{i}" for i in range(draw(st.integers(1, 4)))]
     missing = pick([], [[names[0]], names[-1:]])
     nodes = {}
@@ -157,7 +158,7 @@ def required_ok(summary) -> bool:
             return False  # the run's pair phase is required of every node
         gpu = record.get("gpu_sku") is not None
         if gpu:
-            for need in ("gpu.count", "xid.kernel_log", f"dcgm.diag.r{kb.DCGM_LEVELS.get(mode, 2)}"):
+            for need in ("gpu.count", "xid.kernel_log", f"dcgm.diag.r{kbc.DCGM_LEVELS.get(mode, 2)}"):
                 if need not in ids or ids[need]["status"] == "SKIP":
                     return False
     return True

@@ -161,6 +161,10 @@ def test_engine_unexpected_error_is_one_line_and_exit_1(monkeypatch, capsys):
     assert err.strip() == "kiln-cpu-allreduce: error: MemoryError: cannot allocate"
 
 
-def test_role_copy_is_identical():
-    copy = REPO / "roles" / "burnin_tools" / "files" / "kiln-cpu-allreduce"
-    assert copy.read_bytes() == ENGINE.read_bytes()
+def test_tools_entry_is_the_role_file():
+    """tools/kiln-cpu-allreduce is a relative link to the file burnin_tools installs (one copy)."""
+    role_file = REPO / "roles" / "burnin_tools" / "files" / "kiln-cpu-allreduce"
+    assert ENGINE.is_symlink()
+    assert os.readlink(ENGINE) == "../roles/burnin_tools/files/kiln-cpu-allreduce"
+    assert ENGINE.resolve() == role_file.resolve()
+    assert ENGINE.read_bytes() == role_file.read_bytes()

@@ -35,8 +35,8 @@ def _load(name: str, path: Path) -> ModuleType:
     return module
 
 
-# The module imports `ansible.module_utils.kiln_gpu`; register the repo's file under that name first.
-_load("ansible.module_utils.kiln_gpu", REPO / "module_utils" / "kiln_gpu.py")
+# The module imports `ansible.module_utils.kiln_hwfacts`; register the repo's file under that name first.
+_load("ansible.module_utils.kiln_hwfacts", REPO / "module_utils" / "kiln_hwfacts.py")
 facts_module = _load("kiln_gpu_facts", REPO / "library" / "kiln_gpu_facts.py")
 emulator = _load("kiln_nvidia_smi_emulator", EMULATOR_DIR / "nvidia-smi")
 make_sysfs = _load("kiln_make_sysfs", EMULATOR_DIR / "make-sysfs.py")

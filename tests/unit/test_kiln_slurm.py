@@ -14,7 +14,8 @@ FACTS = {
 
 def test_filters_exposed():
     assert set(ks.FilterModule().filters()) == {
-        "kiln_slurm_gpu_type", "kiln_slurm_gpu_files", "kiln_slurm_node", "kiln_slurm_nodes", "kiln_slurm_node_plan"}
+        "kiln_slurm_gpu_type", "kiln_slurm_gpu_files", "kiln_slurm_node", "kiln_slurm_node_descriptions",
+        "kiln_slurm_node_plan"}
 
 
 @pytest.mark.parametrize("model, slug", [
@@ -57,9 +58,9 @@ def test_node_rejects(facts, pct, match):
 def test_nodes_skips_hosts_without_facts():
     hostvars = {"gpu01": {"ansible_facts": FACTS, "kiln_gpu_model": {"model": "H100"}},
                 "gpu02": {"ansible_facts": {}}, "gpu03": {}}
-    assert list(ks.kiln_slurm_nodes(hostvars, ["gpu01", "gpu02", "gpu03"])) == ["gpu01"]
+    assert list(ks.kiln_slurm_node_descriptions(hostvars, ["gpu01", "gpu02", "gpu03"])) == ["gpu01"]
     with pytest.raises(AnsibleFilterError, match="list of host names"):
-        ks.kiln_slurm_nodes(hostvars, "gpu01")
+        ks.kiln_slurm_node_descriptions(hostvars, "gpu01")
 
 
 SINFO = ["gpu01|idle|none", "gpu02|drained|BURNIN: low busbw", "gpu03|drained|operator: PSU", "gpu02|drained|BURNIN: low busbw",
@@ -68,15 +69,44 @@ SINFO = ["gpu01|idle|none", "gpu02|drained|BURNIN: low busbw", "gpu03|drained|op
 
 def test_plan_drain_is_idempotent():
     plan = ks.kiln_slurm_node_plan(SINFO, ["gpu01", "gpu02"], "drain", "BURNIN: low busbw")
-    assert plan == {"change": ["gpu01"], "kept": [], "unknown": []}
+    assert plan == {"change": ["gpu01"], "kept": [], "unknown": [], "unrecognised": []}
 
 
 def test_plan_resume_with_prefix_spares_operator_drains():
     plan = ks.kiln_slurm_node_plan(SINFO, ["gpu01", "gpu02", "gpu03", "gpu09"], "resume", only_reason_prefix="BURNIN:")
-    assert plan == {"change": ["gpu02"], "kept": ["gpu03 (operator: PSU)"], "unknown": ["gpu09"]}
+    assert plan == {"change": ["gpu02"], "kept": ["gpu03 (operator: PSU)"], "unknown": ["gpu09"], "unrecognised": []}
     assert ks.kiln_slurm_node_plan(SINFO, ["gpu03", "gpu04"], "resume")["change"] == ["gpu03", "gpu04"]
 
 
 def test_plan_rejects_state():
     with pytest.raises(AnsibleFilterError, match="drain or resume"):
         ks.kiln_slurm_node_plan(SINFO, ["gpu01"], "down")
+
+
+def test_plan_uses_the_shared_sinfo_parser():
+    """kiln_sinfo is the one parser: the filter module reaches module_utils through sys.path."""
+    import kiln_sinfo
+
+    assert ks.parse_sinfo is kiln_sinfo.parse_sinfo
+
+
+@pytest.mark.parametrize("state, resumed", [
+    ("drained*", True), ("draining@", True), ("mixed+drain", True), ("down~", True), ("fail", True),
+    ("powered_down", True), ("idle", False), ("idle*", False), ("allocated", False), ("idle~", False),
+])
+def test_plan_resume_follows_the_documented_states(state, resumed):
+    plan = ks.kiln_slurm_node_plan([f"gpu05|{state}|BURNIN: x"], ["gpu05"], "resume")
+    assert plan["change"] == (["gpu05"] if resumed else [])
+
+
+def test_plan_reports_states_it_does_not_know():
+    lines = ["gpu06|weird_new_state|BURNIN: x", "gpu07|drained+zzz|BURNIN: x", "gpu08|idle|none"]
+    resume = ks.kiln_slurm_node_plan(lines, ["gpu06", "gpu07", "gpu08"], "resume")
+    assert resume["change"] == [] and resume["unrecognised"] == ["gpu06 (weird_new_state)", "gpu07 (drained+zzz)"]
+    drain = ks.kiln_slurm_node_plan(lines, ["gpu06", "gpu08"], "drain", "BURNIN: y")
+    assert drain["change"] == ["gpu06", "gpu08"] and drain["unrecognised"] == ["gpu06 (weird_new_state)"]
+
+
+def test_plan_kept_names_an_empty_reason_as_none():
+    plan = ks.kiln_slurm_node_plan(["gpu09|drained|none"], ["gpu09"], "resume", only_reason_prefix="BURNIN:")
+    assert plan["kept"] == ["gpu09 (none)"]

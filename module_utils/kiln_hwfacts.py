@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: kiln contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Pure parsers for GPU and HCA facts (used by library/kiln_gpu_facts.py).
+"""Pure parsers for GPU and HCA hardware facts: nvidia-smi XML, NVLink status, PCI and InfiniBand sysfs
+(used by library/kiln_gpu_facts.py, which publishes the `kiln_gpu` fact from ``summarize``).
 
 Nothing here runs a command or touches anything outside the paths it is given:
 the module runs ``nvidia-smi`` through ``module.run_command`` and passes the text

@@ -1,4 +1,4 @@
-"""Tests for module_utils/kiln_gpu.py and the GPU emulator fixtures (no GPU needed)."""
+"""Tests for module_utils/kiln_hwfacts.py and the GPU emulator fixtures (no GPU needed)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ PROFILES = sorted((EMULATOR_DIR / "profiles").glob("*.json"))
 _load = load_source
 
 
-# Registered as ansible.module_utils.kiln_gpu so the module's real import line works too.
-kg = _load("ansible.module_utils.kiln_gpu", REPO / "module_utils" / "kiln_gpu.py")
+# Registered as ansible.module_utils.kiln_hwfacts so the module's real import line works too.
+kg = _load("ansible.module_utils.kiln_hwfacts", REPO / "module_utils" / "kiln_hwfacts.py")
 emulator = _load("kiln_nvidia_smi_emulator", EMULATOR_DIR / "nvidia-smi")
 make_sysfs = _load("kiln_make_sysfs", EMULATOR_DIR / "make-sysfs.py")
 

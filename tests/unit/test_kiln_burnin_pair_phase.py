@@ -1,4 +1,5 @@
-"""Burn-in II glue in module_utils/kiln_burnin.py: swap scope, pair phase, baselines, actions, history."""
+"""Burn-in II: module_utils/kiln_burnin_pair_phase.py (swap scope, pair phase, baselines) and the
+actions and history of module_utils/kiln_burnin.py."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ sys.path.insert(0, str(REPO / "module_utils"))
 
 import kiln_baseline  # noqa: E402
 import kiln_burnin as kb  # noqa: E402
+import kiln_burnin_pair_phase as kbp  # noqa: E402
+import kiln_sinfo as ksi  # noqa: E402
 import kiln_report  # noqa: E402
 import kiln_verdict  # noqa: E402
 
@@ -41,7 +44,7 @@ def history(status="PASS", pair=0.49, versions=None):
 
 
 def run_round(state, raw, round_no, mode="default", targets=()):
-    return kb.pair_round(state, raw, mode=mode, floors=kiln_verdict.load_floors(), overrides={}, sku="cpu",
+    return kbp.pair_round(state, raw, mode=mode, floors=kiln_verdict.load_floors(), overrides={}, sku="cpu",
                          fabric="tcp", round_no=round_no, targets=targets)
 
 
@@ -59,23 +62,15 @@ def slow_c3_phase(state):
     return out
 
 
-def test_sinfo_rows_parse_with_reasons():
-    rows = kb.parse_sinfo(["c1|idle|none", "c2|drained|BURNIN: nccl.pair.all_reduce: slow", "c3|down*|Not responding",
-                           "garbage"])
-    assert rows["c1"] == {"state": "idle", "reason": ""}
-    assert rows["c2"]["reason"].startswith("BURNIN:")
-    assert set(rows) == {"c1", "c2", "c3"}
-
-
 def test_swap_scope_adds_known_good_partners_only():
     histories = {"c1": history(), "c2": history("FAIL", None), "c3": history(), "c4": history()}
-    scope = kb.pair_scope(NODES, "swap", "c4", histories, partners=4)
+    scope = kbp.pair_scope(NODES, "swap", "c4", histories, partners=4)
     assert scope["targets"] == ["c4"] and scope["partners"] == ["c1", "c3"]
     assert scope["hosts"] == ["c1", "c3", "c4"]
 
 
 def test_swap_scope_without_history_says_partners_are_unproven():
-    scope = kb.pair_scope(NODES, "swap", ["c2"], {}, partners=2)
+    scope = kbp.pair_scope(NODES, "swap", ["c2"], {}, partners=2)
     assert scope["partners"] == ["c1", "c3"]
     assert "not proven" in scope["notes"][0]
 
@@ -88,12 +83,12 @@ def test_swap_scope_without_history_says_partners_are_unproven():
 ])
 def test_scope_errors_name_the_variable(mode, swap, match):
     with pytest.raises(kiln_verdict.KilnConfigError, match=match):
-        kb.pair_scope(NODES, mode, swap, {})
+        kbp.pair_scope(NODES, mode, swap, {})
 
 
 def test_start_leaves_out_down_and_drained_nodes_outside_swap():
-    sinfo = kb.parse_sinfo(["c1|idle|none", "c2|drained|fan swap (person)", "c3|down|Not responding", "c4|idle|none"])
-    state = kb.pair_start(NODES, "default", [], [], {}, VERSIONS, sinfo)
+    sinfo = ksi.parse_sinfo(["c1|idle|none", "c2|drained|fan swap (person)", "c3|down|Not responding", "c4|idle|none"])
+    state = kbp.pair_start(NODES, "default", [], [], {}, VERSIONS, sinfo)
     assert state["participants"] == ["c1", "c4"]
     assert state["excluded"]["c2"]["status"] == "SKIP" and "kiln_burnin_swap_nodes=c2" in state["excluded"]["c2"]["why"]
     assert state["excluded"]["c3"]["status"] == "INCOMPLETE"
@@ -102,8 +97,8 @@ def test_start_leaves_out_down_and_drained_nodes_outside_swap():
 
 
 def test_start_swap_resumes_drained_targets_inside_the_reservation():
-    sinfo = kb.parse_sinfo(["c1|idle|none", "c2|idle|none", "c4|drained|BURNIN: x"])
-    state = kb.pair_start(["c1", "c2", "c4"], "swap", ["c4"], ["c1", "c2"],
+    sinfo = ksi.parse_sinfo(["c1|idle|none", "c2|idle|none", "c4|drained|BURNIN: x"])
+    state = kbp.pair_start(["c1", "c2", "c4"], "swap", ["c4"], ["c1", "c2"],
                           {"c1": history(), "c2": history()}, VERSIONS, sinfo)
     assert state["resume"] == ["c4"] and state["pairs"] == [("c4", "c1")]
     assert state["baselines"]["c1"]["value"] == 0.49
@@ -111,7 +106,7 @@ def test_start_swap_resumes_drained_targets_inside_the_reservation():
 
 
 def test_pair_rounds_blame_the_slow_node_from_real_output():
-    state = kb.pair_start(NODES, "default", [], [], {n: history() for n in NODES}, VERSIONS, None)
+    state = kbp.pair_start(NODES, "default", [], [], {n: history() for n in NODES}, VERSIONS, None)
     assert state["pairs"] == [("c1", "c3"), ("c2", "c4")]
     out = slow_c3_phase(state)
     assert out["nodes"]["c3"]["state"] == "BLAMED"
@@ -123,7 +118,7 @@ def test_pair_rounds_blame_the_slow_node_from_real_output():
 def test_pair_with_wrong_results_fails_and_timeout_without_rows_is_incomplete():
     wrong = re.sub(r"(\s)0(\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s+)0$", r"\g<1>5\g<2>0", CPU, flags=re.MULTILINE)
     assert wrong != CPU
-    state = kb.pair_start(["a", "b", "c", "d"], "default", [], [], {}, {}, None)
+    state = kbp.pair_start(["a", "b", "c", "d"], "default", [], [], {}, {}, None)
     raw = [{"pair": ["a", "c"], "round": 1, "text": wrong, "rc": 7},
            {"pair": ["b", "d"], "round": 1, "text": "", "rc": 124, "timed_out": True}]
     out = run_round(state, raw, 1)
@@ -135,7 +130,7 @@ def test_pair_with_wrong_results_fails_and_timeout_without_rows_is_incomplete():
 def test_pair_records_from_sync_and_async_loop_results():
     sync = [{"__pair": ["a", "b"], "rc": 0, "stdout": "x"}]
     asyn = [{"__job": {"__pair": ["c", "d"]}, "finished": 0}]
-    out = kb.pair_records(sync + asyn, 2)
+    out = kbp.pair_records(sync + asyn, 2)
     assert out[0] == {"pair": ["a", "b"], "round": 2, "text": "x", "rc": 0, "timed_out": False}
     assert out[1]["timed_out"] is True and out[1]["rc"] is None
 
@@ -175,7 +170,7 @@ def test_actions_backend_none_plans_but_does_not_apply():
 
 def test_report_writes_pairs_actions_and_appends_history(tmp_path):
     histories = {n: history() for n in NODES}
-    state = kb.pair_start(NODES, "default", [], [], histories, VERSIONS, None)
+    state = kbp.pair_start(NODES, "default", [], [], histories, VERSIONS, None)
     out = slow_c3_phase(state)
     raw = out["results"]
     nodes = {n: {"kiln_gpu": {"pci_gpu_count": 0}} for n in NODES}
@@ -206,7 +201,19 @@ def test_report_writes_pairs_actions_and_appends_history(tmp_path):
 def test_baseline_warn_when_a_node_drops_below_its_own_history():
     results = [{"pair": ["a", "b"], "round": 1, "status": "PASS", "value": 0.40, "floor": 0.05,
                 "reference": {"value": 0.41}}]
-    checks = kb.pair_checks("a", {"state": "CLEARED", "passed_with": ["b"]}, results,
+    checks = kbp.pair_checks("a", {"state": "CLEARED", "passed_with": ["b"]}, results,
                             {"value": 0.49, "runs": 3}, 0.10)
     pair, base = checks
     assert pair["status"] == "PASS" and base["status"] == "WARN" and "18% below" in base["detail"]
+
+
+def test_start_takes_slurm_states_from_kiln_sinfo():
+    """Not responding / powered off is down (INCOMPLETE); a state kiln does not know is never taken for idle."""
+    sinfo = ksi.parse_sinfo(["c1|mixed|none", "c2|idle*|Not responding", "c3|brand_new_state|none",
+                             "c4|allocated+drain|fan swap (person)"])
+    state = kbp.pair_start(NODES, "default", [], [], {}, VERSIONS, sinfo)
+    assert state["participants"] == ["c1"]
+    assert state["excluded"]["c2"] == {"status": "INCOMPLETE", "why": "idle* in Slurm (Not responding)"}
+    assert state["excluded"]["c3"]["status"] == "INCOMPLETE"
+    assert "brand_new_state in Slurm (no reason): a state kiln does not know" in state["excluded"]["c3"]["why"]
+    assert state["excluded"]["c4"]["status"] == "SKIP" and state["drained_before"] == {"c4": "fan swap (person)"}
