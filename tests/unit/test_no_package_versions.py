@@ -17,8 +17,7 @@ VERSION = re.compile(r"(?<![\w.:/-])[0-9]{1,4}\.[0-9]{1,4}(?:\.[0-9]{1,4})*(?![\
 # Numbers that are not package versions: the controller's ansible-core window (a tool
 # requirement), chrony's makestep threshold (seconds) and the burn-in's band fraction.
 ALLOWED = {("playbooks/preflight.yml", "2.19.0"), ("playbooks/preflight.yml", "2.20.0"),
-           ("roles/common/templates/chrony.conf.j2", "1.0"), ("playbooks/burnin.yml", "0.10"),
-           ("playbooks/tasks/burnin_pair_round.yml", "0.10")}
+           ("roles/common/templates/chrony.conf.j2", "1.0"), ("roles/burnin_settings/defaults/main.yml", "0.10")}
 
 
 def _files() -> list[Path]:

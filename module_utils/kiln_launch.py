@@ -1,0 +1,140 @@
+# Copyright: kiln contributors
+# SPDX-License-Identifier: MIT
+"""Launch commands of the burn-in's multi-node all-reduces (the pairs and the fabric run).
+
+One function, :func:`launch_argv`, builds the whole argv the launcher host runs --
+``timeout SECONDS`` + the launcher + the program -- for a list of member hosts:
+
+- ``srun`` (the cluster has a Slurm controller): one job step named ``kiln-burnin``
+  on the members' Slurm node names, ``--ntasks-per-node`` processes each, PMIx,
+  the caller's environment exported, inside the run's maintenance reservation
+  when there is one;
+- ``mpirun`` (no Slurm): Open MPI over TCP on one interface, the environment's
+  names forwarded with ``-x``, ``ADDRESS:SLOTS`` per member.
+
+The result is always a list of strings for ``ansible.builtin.command``'s
+``argv``: no shell ever parses it, and each host name or address is one
+comma-separated element of ``-w``/``--host``, never shell text. Standard
+library only (no Ansible import); importable as ``kiln_launch`` and as
+``ansible.module_utils.kiln_launch``; the Jinja filter ``kiln_launch_argv``
+(filter_plugins/kiln_launch_filters.py) is a thin wrapper.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, List, Optional
+
+__all__ = ["JOB_NAME", "LAUNCHERS", "LaunchError", "launch_argv"]
+
+#: Slurm job name of every burn-in launch (tests and operators find the jobs by it: squeue --name).
+JOB_NAME = "kiln-burnin"
+LAUNCHERS = ("srun", "mpirun")
+_BAD_NAME = re.compile(r"[\s,]")
+
+
+class LaunchError(ValueError):
+    """A launch that cannot be built; the message names the variable to fix."""
+
+
+def _whole(value: Any, what: str, minimum: int) -> int:
+    """*value* as an int >= *minimum* (ints and digit strings; never bools or fractions)."""
+    if isinstance(value, bool):
+        raise LaunchError(f"{what} must be a whole number >= {minimum}, got {value!r}")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+    else:
+        raise LaunchError(f"{what} must be a whole number >= {minimum}, got {str(value)[:40]!r}")
+    if number < minimum:
+        raise LaunchError(f"{what} must be a whole number >= {minimum}, got {number}")
+    return number
+
+
+def _names(members: Sequence[str], table: Optional[Mapping[str, Any]], what: str) -> List[str]:
+    """The launcher's name for each member (Slurm node name or address), checked."""
+    if not isinstance(table, Mapping):
+        raise LaunchError(f"{what} must be a mapping of inventory host to name, got {type(table).__name__}")
+    out: List[str] = []
+    for member in members:
+        name = table.get(member)
+        if not isinstance(name, str) or not name:
+            raise LaunchError(f"member {member!r} has no {what}")
+        if _BAD_NAME.search(name):
+            raise LaunchError(f"member {member!r}: {what} {name!r} contains a comma or white space")
+        out.append(name)
+    return out
+
+
+def _strings(values: Any, what: str) -> List[str]:
+    """A list of argv words: strings kept, numbers as text, anything else refused."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise LaunchError(f"{what} must be a list of arguments, got {type(values).__name__}")
+    out: List[str] = []
+    for value in values:
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(str(value))
+        else:
+            raise LaunchError(f"{what}: each argument must be a string or a number, got {value!r}")
+    return out
+
+
+def launch_argv(launcher: str, members: Sequence[str], *, ppn: Any, program: Sequence[Any], timeout: Any,
+                slurm_names: Optional[Mapping[str, Any]] = None, addresses: Optional[Mapping[str, Any]] = None,
+                iface: str = "", env_names: Iterable[str] = (), reservation: Optional[str] = None) -> List[str]:
+    """The argv that runs *program* on every host of *members* through *launcher*.
+
+    :param launcher: ``srun`` or ``mpirun``.
+    :param members: inventory host names, distinct, at least one.
+    :param ppn: processes per node, >= 1 (``kiln_burnin_fabric_ranks_per_node``).
+    :param program: the program and its arguments (the all-reduce engine first).
+    :param timeout: seconds before ``timeout`` stops the launch (0: no limit, as timeout(1) reads it).
+    :param slurm_names: srun: inventory host -> Slurm node name.
+    :param addresses: mpirun: inventory host -> address.
+    :param iface: mpirun: the TCP interface (``kiln_burnin_iface``).
+    :param env_names: mpirun: environment variable names forwarded with ``-x``, in order.
+    :param reservation: srun: the maintenance reservation to run in; None or empty for none
+        (mpirun runs outside Slurm and ignores it).
+    :raises LaunchError: on any input the launch cannot honour, naming it.
+    """
+    if launcher not in LAUNCHERS:
+        raise LaunchError(f"launcher must be srun or mpirun (kiln_burnin_use_slurm), got {str(launcher)[:40]!r}")
+    if isinstance(members, (str, bytes)) or not isinstance(members, Sequence):
+        raise LaunchError(f"members must be a list of inventory hosts, got {type(members).__name__}")
+    hosts = list(members)
+    if not hosts:
+        raise LaunchError("members is empty: no inventory host to launch the all-reduce on")
+    if not all(isinstance(h, str) and h for h in hosts):
+        raise LaunchError(f"members must be inventory host names, got {hosts!r}"[:200])
+    if len(set(hosts)) != len(hosts):
+        raise LaunchError(f"members must be distinct, got {', '.join(hosts)}"[:200])
+    slots = _whole(ppn, "processes per node (kiln_burnin_fabric_ranks_per_node)", 1)
+    seconds = _whole(timeout, "timeout (kiln_burnin_pair_timeout, kiln_burnin_fabric_timeout)", 0)
+    command = _strings(program, "program")
+    if not command:
+        raise LaunchError("program is empty: no all-reduce engine to run")
+    argv = ["timeout", str(seconds)]
+    if launcher == "srun":
+        names = _names(hosts, slurm_names, "Slurm node name (slurm_names)")
+        argv += ["srun", f"--job-name={JOB_NAME}", f"--ntasks-per-node={slots}", "--mpi=pmix", "--export=ALL",
+                 "-N", str(len(hosts)), "-w", ",".join(names)]
+        if reservation:
+            if not isinstance(reservation, str) or _BAD_NAME.search(reservation):
+                raise LaunchError(f"reservation must be a Slurm reservation name, got {str(reservation)[:40]!r}")
+            argv.append(f"--reservation={reservation}")
+        return argv + command
+    if not isinstance(iface, str) or not iface or _BAD_NAME.search(iface):
+        raise LaunchError(f"kiln_burnin_iface must name one network interface, got {str(iface)[:40]!r}")
+    names = _names(hosts, addresses, "address (ansible_facts.default_ipv4.address)")
+    forwarded = _strings(env_names, "env_names")
+    if not all(forwarded):
+        raise LaunchError("env_names: an environment variable name is empty")
+    argv += ["mpirun", "--allow-run-as-root", "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", iface]
+    for name in forwarded:
+        argv += ["-x", name]
+    argv += ["-np", str(len(hosts) * slots), "--host", ",".join(f"{name}:{slots}" for name in names)]
+    return argv + command
