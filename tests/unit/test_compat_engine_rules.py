@@ -269,3 +269,24 @@ def test_denylist_expiry(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(_CACHE, "denylist", entries)
     assert rules(kiln_stack_violations({"dcgm": "4.6.0"}, today="2026-01-01")) == {"denylist": "error"}
     assert kiln_stack_violations({"dcgm": "4.6.0"}, today="2026-02-01") == []
+
+
+def test_every_rule_function_of_every_family_runs() -> None:
+    import inspect
+
+    from kiln_compat_engine.rules import CHECKS, cluster, cuda, dcgm, denylist, fabricmanager, gpu, ofed
+
+    defined = [f for m in (gpu, fabricmanager, cuda, dcgm, ofed, cluster, denylist)
+               for n, f in vars(m).items() if n.startswith("r_") and inspect.isfunction(f) and f.__module__ == m.__name__]
+    assert sorted(f.__qualname__ for f in CHECKS) == sorted(f.__qualname__ for f in defined)
+    assert len(set(CHECKS)) == len(CHECKS) == len(defined)
+
+
+@pytest.mark.parametrize(("stack", "expected"), [
+    ({"dcgm": "4.6.0", "driver": "450.51.05"}, {"dcgm-driver": "error", "dcgm-cuda": "warning", "driver-branch-eol": "warning"}),
+    ({"dcgm": "3.3.9", "gpu": "B200"}, {"dcgm-gpu": "warning"}),
+    ({"dcgm": "4.6.0", "dcgm_exporter": "3.3.9-3.6.1"}, {"dcgm-exporter": "error"}),
+    ({"ofed": {"kind": "mlnx", "version": "5.8-1.0.1.1"}}, {"unknown-version": "warning", "ofed-mlnx-support": "warning"}),
+], ids=["dcgm-driver", "dcgm-gpu", "dcgm-exporter", "ofed-mlnx-support"])
+def test_dcgm_and_rdma_families(stack: dict[str, Any], expected: dict[str, str]) -> None:
+    assert rules(kiln_stack_violations(stack)) == expected
