@@ -27,5 +27,5 @@ def test_report_names_hosts_rules_and_fixes() -> None:
 
 def test_report_turns_malformed_stack_into_violation() -> None:
     report = kiln_stack_report([{"stack": "H100", "hosts": ["x"]},
-                                   {"stack": {"slurm": "24.11"}, "hosts": ["y"]}])
+                                {"stack": {"slurm": "24.11"}, "hosts": ["y"]}])
     assert report["error_count"] == 2 and all("[invalid-stack]" in e for e in report["errors"])
