@@ -85,7 +85,7 @@ class Checker:
                                   + (f"; newest known: {newest}" if newest else ""),
                                   "Check that your repository carries it, or use a listed release"
                                   + (f" such as \"{newest}\"" if newest else "") + ".",
-                                  self._driver_fix(newest) if newest else None, severity=WARNING))
+                                  self.driver_fix(newest) if newest else None, severity=WARNING))
         if "fabricmanager" in s and not _driver_branch(s["fabricmanager"]):
             self.add(_unknown("fabricmanager", s["fabricmanager"], "not a driver version of a known branch",
                               "Set kiln_stack.fabricmanager to exactly the driver version.",
@@ -150,11 +150,13 @@ class Checker:
                 self.add(_unknown("ofed.version", ver, "known MLNX_OFED releases: " + ", ".join(d["mlnx_releases"]),
                                   "Use MLNX_OFED 24.10 LTS or move to DOCA-OFED (kind: doca).", severity=WARNING))
 
-    def _driver_fix(self, target: str) -> dict[str, Any]:
+    def driver_fix(self, target: str) -> dict[str, Any]:
+        """fix_stack that moves the driver to ``target`` (and Fabric Manager with it, when the stack has one)."""
         fix = {"driver": target}
         if "fabricmanager" in self.s:
             fix["fabricmanager"] = target
         return fix
 
-    def _gpu_max_branch(self) -> int | None:
+    def gpu_max_branch(self) -> int | None:
+        """The last driver branch the stack's GPU runs on, if its architecture has one."""
         return int(self.gpu["last_branch"]) if self.gpu and self.gpu.get("last_branch") else None

@@ -145,11 +145,11 @@ def r_torch(ck: Checker) -> None:
     if ck.driver and not [v for v in pool if v in drv_fit]:
         need = min((ck.d["cuda"]["majors"][_major(variants[v])]["mvc_floor"] for v in pool
                     if _major(variants[v]) in ck.d["cuda"]["majors"]), key=kiln_version_key)
-        target = _newest_driver_for(need, max_branch=ck._gpu_max_branch())
+        target = _newest_driver_for(need, max_branch=ck.gpu_max_branch())
         ck.add(_violation(
             "torch-driver", ["torch", "driver"],
             f"PyTorch {ck.s['torch']} wheels ({', '.join(pool)}) need driver >= {need}, but the driver is {ck.s['driver']}.",
-            f"Raise kiln_stack.driver to {target} or newer.", ck._driver_fix(target) if target else None,
+            f"Raise kiln_stack.driver to {target} or newer.", ck.driver_fix(target) if target else None,
             "VERIFIED", ck.d["sources"]["cuda_mvc"]))
 
 def _torch_fix_text(rel: dict[str, Any], key: str) -> str:

@@ -16,11 +16,11 @@ def r_dcgm(ck: Checker) -> None:
         return
     ver, dd = str(ck.s["dcgm"]), ck.d["dcgm"]
     if ck.driver and not _ge(ck.s["driver"], dd["min_driver"]["version"]):
-        target = _newest_driver_for(dd["min_driver"]["version"], max_branch=ck._gpu_max_branch())
+        target = _newest_driver_for(dd["min_driver"]["version"], max_branch=ck.gpu_max_branch())
         ck.add(_violation(
             "dcgm-driver", ["dcgm", "driver"],
             f"DCGM {ver} needs driver >= {dd['min_driver']['version']}, but the driver is {ck.s['driver']}.",
-            f"Raise kiln_stack.driver to {target}.", ck._driver_fix(target) if target else None,
+            f"Raise kiln_stack.driver to {target}.", ck.driver_fix(target) if target else None,
             dd["min_driver"]["confidence"], dd["min_driver"]["source"]))
     if ck.gpu:
         need = dd.get("min_for_arch", {}).get(ck.gpu["arch"])

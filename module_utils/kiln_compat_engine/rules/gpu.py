@@ -22,23 +22,23 @@ def r_cuda_driver(ck: Checker) -> None:
     major = _major(cuda_full)
     maj = ck.d["cuda"]["majors"].get(major)
     if maj and not _ge(drv, maj["mvc_floor"]):
-        target = _newest_driver_for(rel["min_driver"], max_branch=ck._gpu_max_branch(), min_major=int(major))
+        target = _newest_driver_for(rel["min_driver"], max_branch=ck.gpu_max_branch(), min_major=int(major))
         ck.add(_violation(
             "cuda-driver", ["cuda", "driver"],
             f"CUDA {ck.cuda_txt()} needs driver >= {maj['mvc_floor']} (the CUDA {major}.x floor) "
             f"but the driver is {drv}, so no CUDA {major} program can run.",
             f"Raise kiln_stack.driver to {target} or newer (CUDA {cuda_full} ships with {rel['min_driver']}), "
             f"or lower kiln_stack.cuda to a release the driver supports.",
-            ck._driver_fix(target) if target else None, maj["confidence"], maj["source"]))
+            ck.driver_fix(target) if target else None, maj["confidence"], maj["source"]))
     elif not _ge(drv, rel["min_driver"]):
-        target = _newest_driver_for(rel["min_driver"], max_branch=ck._gpu_max_branch(), min_major=int(major))
+        target = _newest_driver_for(rel["min_driver"], max_branch=ck.gpu_max_branch(), min_major=int(major))
         ck.add(_violation(
             "cuda-driver-mvc", ["cuda", "driver"],
             f"CUDA {ck.cuda_txt()} was released with driver {rel['min_driver']}; driver {drv} runs it only "
             f"through minor-version compatibility (no PTX JIT, newer APIs fail with cudaErrorCallRequiresNewerDriver).",
             f"Raise kiln_stack.driver to {target} or newer, or allow rule cuda-driver-mvc if every workload ships SASS "
             f"for its GPUs.",
-            ck._driver_fix(target) if target else None, rel["confidence"], rel["source"], severity=WARNING))
+            ck.driver_fix(target) if target else None, rel["confidence"], rel["source"], severity=WARNING))
 
 
 def r_gpu_cuda(ck: Checker) -> None:
@@ -78,11 +78,11 @@ def r_gpu_driver(ck: Checker) -> None:
             conf = _worst_conf("DERIVED", g["min_cuda_confidence"])
             src = g["source"]
     if floor and not _ge(drv, floor):
-        target = _newest_driver_for(floor, max_branch=ck._gpu_max_branch())
+        target = _newest_driver_for(floor, max_branch=ck.gpu_max_branch())
         ck.add(_violation(
             "gpu-driver-min", ["gpu", "driver"],
             f"{g['name']} needs driver >= {floor}, but the driver is {drv}.",
-            f"Raise kiln_stack.driver to {target} or newer.", ck._driver_fix(target) if target else None, conf, src))
+            f"Raise kiln_stack.driver to {target} or newer.", ck.driver_fix(target) if target else None, conf, src))
     if g.get("last_branch") and int(ck.driver[0]) > int(g["last_branch"]):
         target = _newest_driver_for("0", max_branch=int(g["last_branch"]))
         ck.add(_violation(
@@ -90,7 +90,7 @@ def r_gpu_driver(ck: Checker) -> None:
             f"{g['name']} ({g['arch']}) is supported only up to driver branch R{g['last_branch']}; driver {drv} "
             f"(R{ck.driver[0]}) does not run on it.",
             f"Set kiln_stack.driver to an R{g['last_branch']} release such as {target}.",
-            ck._driver_fix(target) if target else None, "VERIFIED", ck.d["architectures"][g["arch"]]["source"]))
+            ck.driver_fix(target) if target else None, "VERIFIED", ck.d["architectures"][g["arch"]]["source"]))
 
 
 def r_flavor(ck: Checker) -> None:
@@ -127,14 +127,14 @@ def r_driver_eol(ck: Checker) -> None:
         return
     branch, entry = ck.driver
     if entry.get("status") in ("eol", "superseded", "eol (NFB)"):
-        target = _newest_driver_for("0", max_branch=ck._gpu_max_branch(),
+        target = _newest_driver_for("0", max_branch=ck.gpu_max_branch(),
                                     min_major=int(_major(ck.cuda[0])) if ck.cuda else None)
         when = f" (EOL {entry['eol']})" if entry.get("eol") else ""
         ck.add(_violation(
             "driver-branch-eol", ["driver"],
             f"Driver {ck.s['driver']} is on branch R{branch}, which is {entry['status']}{when}: no more security fixes.",
             f"Move kiln_stack.driver to a supported branch, e.g. {target}.",
-            ck._driver_fix(target) if target else None, entry["confidence"], entry["source"], severity=WARNING))
+            ck.driver_fix(target) if target else None, entry["confidence"], entry["source"], severity=WARNING))
 
 
 def r_gpu_detected(ck: Checker) -> None:
