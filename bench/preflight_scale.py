@@ -54,9 +54,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "filter_plugins"))
+sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_compat  # noqa: E402  (path set just above)
+from kiln_compat_engine.recommend import kiln_recommend_stack  # noqa: E402  (path set just above)
 
 STACK_SPECS = [
     ("hgx_h100", "H100-SXM5-80GB", "ubuntu-24.04", None),
@@ -102,7 +102,7 @@ def _hosts_yml(groups: list[str], hosts: int) -> str:
 
 
 def _normal_stacks() -> dict[str, dict]:
-    return {group: kiln_compat.kiln_recommend_stack(gpu, os=os_id, torch=torch)
+    return {group: kiln_recommend_stack(gpu, os=os_id, torch=torch)
             for group, gpu, os_id, torch in STACK_SPECS}
 
 

@@ -1,12 +1,18 @@
 # -*- coding: utf-8 -*-
-"""Load kiln's filter plugins and compatibility data once, in the controller's main process."""
+"""Load kiln's filter plugins, its compatibility engine and data once, in the controller's main process."""
 from __future__ import annotations
 
-import inspect
+import importlib
+import sys
+from pathlib import Path
 from typing import Any
 
 from ansible.plugins.callback import CallbackBase
 from ansible.plugins.loader import filter_loader
+
+_KILN_MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
+if _KILN_MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _KILN_MODULE_UTILS)
 
 DOCUMENTATION = """
     name: kiln_warm
@@ -22,6 +28,12 @@ DOCUMENTATION = """
 
 # One filter of each kiln filter file (the loader imports the whole file for it).
 WARM_FILTERS = ("kiln_pkg", "kiln_pkg_split", "kiln_slurm_node", "kiln_repo_key_verdict", "kiln_stack_violations")
+# The compatibility engine's modules (module_utils/kiln_compat_engine): all of them, and its data.
+WARM_MODULES = (
+    "kiln_compat_engine.rules", "kiln_compat_engine.recommend", "kiln_compat_engine.packages",
+    "kiln_compat_engine.repos", "kiln_compat_engine.inventory", "kiln_compat_engine.report",
+    "kiln_compat_engine.plan", "kiln_compat_engine.probe",
+)
 
 
 class CallbackModule(CallbackBase):
@@ -33,14 +45,14 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_start(self, playbook: Any) -> None:
         for name in WARM_FILTERS:
             try:
-                plugin = filter_loader.get(name)
+                filter_loader.get(name)
             except Exception:  # noqa: BLE001 - warming is best effort; the task that needs it reports errors
                 continue
-            func = getattr(plugin, "j2_function", None)
-            module = inspect.getmodule(func) if func is not None else None
-            for loader in ("compat_data", "denylist_data"):
-                if module is not None and callable(getattr(module, loader, None)):
-                    try:
-                        getattr(module, loader)()
-                    except Exception:  # noqa: BLE001
-                        pass
+        try:
+            for module in WARM_MODULES:
+                importlib.import_module(module)
+            data = importlib.import_module("kiln_compat_engine.data")
+            data.compat_data()
+            data.denylist_data()
+        except Exception:  # noqa: BLE001 - best effort, as above
+            pass

@@ -15,40 +15,25 @@ database in-process, parses it with ``kiln_pkgdb_parse`` and plans with
 from __future__ import annotations
 
 import functools
-import importlib.util
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
+# kiln's one import mechanism for code shared by controller plugins and modules
+# (docs/architecture.md "Python layout"): the pure functions live in module_utils/,
+# which AnsiballZ ships to hosts; controller code puts that directory on sys.path.
+_KILN_MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
+if _KILN_MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _KILN_MODULE_UTILS)
+
+import kiln_pkgdb as _core  # noqa: E402  (module_utils put on sys.path just above)
+
 _KERNEL_NUM = re.compile(r"\d+")
 
-
-def _load_core() -> ModuleType:
-    """module_utils/kiln_pkgdb.py, by path.
-
-    kiln's one import mechanism for code shared by controller plugins and modules:
-    the pure functions live in module_utils/ (which AnsiballZ ships to hosts); a
-    filter file loads them with importlib from the repository's module_utils
-    directory, because Ansible loads filter files without a package to import from.
-    """
-    name = "kiln_module_utils_pkgdb"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "module_utils" / "kiln_pkgdb.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:  # pragma: no cover - the file ships with kiln
-            raise ImportError(f"kiln: cannot load {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_core = _load_core()
 VERSIONLOCK_MARKER = _core.VERSIONLOCK_MARKER
 
 

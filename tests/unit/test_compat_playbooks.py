@@ -13,7 +13,7 @@ import pytest
 
 from kiln_playbook import ANSIBLE_PLAYBOOK, REPO, run_playbook as run
 from test_compat_hostile import BOMB
-import kiln_compat as kc
+from kiln_compat_engine.packages import PACKAGE_COMPONENTS
 
 pytestmark = pytest.mark.skipif(ANSIBLE_PLAYBOOK is None, reason="ansible-playbook not found")
 
@@ -153,7 +153,7 @@ def test_example_inventory_renders_every_component(tmp_path: Path) -> None:
     assert set(plan["groups"]) == {"gpu_nodes", "slurm_compute", "slurm_controller"}
     stack = plan["groups"]["gpu_nodes"]["stacks"][0]
     assert stack["errors"] == []
-    assert set(stack["packages"]) == set(kc.PACKAGE_COMPONENTS)  # every role's packages, NVIDIA and distribution
+    assert set(stack["packages"]) == set(PACKAGE_COMPONENTS)  # every role's packages, NVIDIA and distribution
     # what data/compat.yml records for Ubuntu 24.04 is pinned; the rest is the candidate, held (and said so)
     assert stack["packages"]["slurmd"] == ["slurmd=23.11.4-1.2ubuntu5", "slurm-client=23.11.4-1.2ubuntu5"]
     assert sorted(stack["candidates"]) == ["mpi4py", "node_exporter", "pmix"]

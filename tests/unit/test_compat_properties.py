@@ -7,11 +7,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kiln_compat as kc
+from kiln_compat_engine.data import compat_data
+from kiln_compat_engine.rules import kiln_stack_violations
+from kiln_compat_engine.versions import kiln_version_cmp, kiln_version_key
 
-DATA = kc.compat_data()
-CUDA_12 = sorted((v for v in DATA["cuda"]["releases"] if v.startswith("12.")), key=kc.kiln_version_key)
-DRIVERS = sorted({r for b in DATA["drivers"]["branches"].values() for r in b["releases"]}, key=kc.kiln_version_key)
+DATA = compat_data()
+CUDA_12 = sorted((v for v in DATA["cuda"]["releases"] if v.startswith("12.")), key=kiln_version_key)
+DRIVERS = sorted({r for b in DATA["drivers"]["branches"].values() for r in b["releases"]}, key=kiln_version_key)
 
 # Values per key: known ones, plus unknown/odd ones so unknown-version is exercised too.
 VALUES: dict[str, list[Any]] = {
@@ -58,28 +60,28 @@ def test_adding_an_absent_component_never_removes_a_violation(base: dict[str, An
         return
     extended = dict(base)
     extended[extra_key] = data.draw(st.sampled_from(VALUES[extra_key]))
-    after = kc.kiln_stack_violations(extended)
+    after = kiln_stack_violations(extended)
     if any(v["rule"] == "invalid-stack" for v in after):
         return  # a malformed value stops the check before any rule: still refused, never compatible
-    assert ident(kc.kiln_stack_violations(base)) <= ident(after)
+    assert ident(kiln_stack_violations(base)) <= ident(after)
 
 
 @SETTINGS
 @given(cuda=st.sampled_from(CUDA_12), driver=st.sampled_from(DRIVERS))
 def test_driver_accepted_for_cuda_12x_is_accepted_for_every_earlier_12y(cuda: str, driver: str) -> None:
     def accepted(c: str) -> bool:
-        return not [v for v in kc.kiln_stack_violations({"cuda": c, "driver": driver}) if "cuda" in v["components"]]
+        return not [v for v in kiln_stack_violations({"cuda": c, "driver": driver}) if "cuda" in v["components"]]
 
     if accepted(cuda):
         for earlier in CUDA_12:
-            if kc.kiln_version_cmp(earlier, cuda) <= 0:
+            if kiln_version_cmp(earlier, cuda) <= 0:
                 assert accepted(earlier), (earlier, cuda, driver)
 
 
 @SETTINGS
 @given(stack=stacks())
 def test_unverified_is_never_an_error_and_every_violation_is_complete(stack: dict[str, Any]) -> None:
-    for v in kc.kiln_stack_violations(stack):
+    for v in kiln_stack_violations(stack):
         assert v["severity"] in ("error", "warning")
         if v["confidence"] == "UNVERIFIED":
             assert v["severity"] == "warning", v
@@ -89,12 +91,12 @@ def test_unverified_is_never_an_error_and_every_violation_is_complete(stack: dic
 @SETTINGS
 @given(stack=stacks())
 def test_fix_stack_removes_its_violation(stack: dict[str, Any]) -> None:
-    for v in kc.kiln_stack_violations(stack):
+    for v in kiln_stack_violations(stack):
         if not v["fix_stack"]:
             continue
         fixed = dict(stack)
         fixed.update(v["fix_stack"])
-        after = ident(kc.kiln_stack_violations(fixed))
+        after = ident(kiln_stack_violations(fixed))
         assert (v["rule"], tuple(v["components"])) not in after, (v, fixed)
 
 
@@ -110,4 +112,4 @@ def test_version_order_matches_integer_tuples(parts: list[int], other: list[int]
 
     a, b = ".".join(map(str, parts)), ".".join(map(str, other))
     expected = (norm(parts) > norm(other)) - (norm(parts) < norm(other))
-    assert kc.kiln_version_cmp(a, b) == expected
+    assert kiln_version_cmp(a, b) == expected

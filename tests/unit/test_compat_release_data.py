@@ -16,17 +16,19 @@ indexes, GPU Operator matrices); each starts with ``# source:`` and
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-import kiln_compat as kc
+from kiln_compat_engine.data import DATA_DIR
+from kiln_compat_engine.packages import kiln_pkg
+from kiln_compat_engine.versions import kiln_version_cmp, kiln_version_key
+from kiln_compat_engine.violations import CONFIDENCE_LEVELS
 
-REPO = Path(kc.__file__).resolve().parents[1]
+REPO = DATA_DIR.parent
 TABLES = REPO / "tests" / "fixtures" / "release_tables"
-LEVELS = set(kc.CONFIDENCE_LEVELS)
+LEVELS = set(CONFIDENCE_LEVELS)
 VERSION_RE = re.compile(r"^\d+(\.\d+)*$")
 APT_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*=(\d+:)?\d[A-Za-z0-9.+~-]*$")
 DNF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*-\d[A-Za-z0-9.+~]*-[A-Za-z0-9][A-Za-z0-9.+~]*$")
@@ -48,7 +50,7 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, d
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 
-RAW: dict[str, Any] = yaml.load((kc.DATA_DIR / "compat.yml").read_text(encoding="utf-8"), Loader=_StrictLoader)  # noqa: S506
+RAW: dict[str, Any] = yaml.load((DATA_DIR / "compat.yml").read_text(encoding="utf-8"), Loader=_StrictLoader)  # noqa: S506
 CUDA = RAW["cuda"]["releases"]
 CUDNN = RAW["cudnn"]["releases"]
 NCCL = RAW["nccl"]["releases"]
@@ -57,11 +59,11 @@ OSES = {k: v for k, v in RAW["os"].items() if k != "os_aliases"}
 
 
 def key(version: str) -> Any:
-    return kc.kiln_version_key(version)
+    return kiln_version_key(version)
 
 
 def same(a: str, b: str) -> bool:
-    return kc.kiln_version_cmp(a, b) == 0
+    return kiln_version_cmp(a, b) == 0
 
 
 def major(version: str) -> str:
@@ -235,7 +237,7 @@ def test_every_cuda_release_renders(ver: str) -> None:
     assert oses, f"no OS repository serves CUDA {major(ver)}"
     dash = minor(ver).replace(".", "-")
     for os_id in oses:
-        pkgs = kc.kiln_pkg({"os": os_id, "cuda": ver}, "cuda")
+        pkgs = kiln_pkg({"os": os_id, "cuda": ver}, "cuda")
         assert_well_formed(pkgs, os_id, f"{ver}-1", 1)
         assert pkgs[0].startswith(f"cuda-toolkit-{dash}"), pkgs
 
@@ -248,7 +250,7 @@ def test_every_cudnn_release_renders(ver: str) -> None:
         cuda = newest_cuda(cmajor, lo, hi)
         assert cuda, f"cuDNN {ver}: no CUDA {cmajor} release in the data lies in {lo}..{hi}"
         for os_id in oses_serving(cmajor):
-            pkgs = kc.kiln_pkg({"os": os_id, "cuda": cuda, "cudnn": ver}, "cudnn")
+            pkgs = kiln_pkg({"os": os_id, "cuda": cuda, "cudnn": ver}, "cudnn")
             assert_well_formed(pkgs, os_id, ver, 2)
             if major(ver) == "8":
                 assert all(p.endswith(f"cuda{rel['build_suffix'][cmajor]}") for p in pkgs), pkgs
@@ -271,7 +273,7 @@ def test_every_nccl_release_renders(ver: str) -> None:
             continue
         cuda = max(same_minor, key=key)
         for os_id in oses_serving(major(build)):
-            pkgs = kc.kiln_pkg({"os": os_id, "cuda": cuda, "nccl": ver}, "nccl")
+            pkgs = kiln_pkg({"os": os_id, "cuda": cuda, "nccl": ver}, "nccl")
             assert_well_formed(pkgs, os_id, f"{ver}-1+cuda{build}", 2)
             rendered += 1
     if key(ver) >= key("2.18.1"):
@@ -291,9 +293,9 @@ def test_every_driver_release_renders(branch: str, rel: str) -> None:
         flavors.append("open")
     for os_id in oses:
         for flavor in flavors:
-            pkgs = kc.kiln_pkg({"os": os_id, "driver": rel, "driver_flavor": flavor}, "driver")
+            pkgs = kiln_pkg({"os": os_id, "driver": rel, "driver_flavor": flavor}, "driver")
             assert_well_formed(pkgs, os_id, rel, 1)
-        fm = kc.kiln_pkg({"os": os_id, "driver": rel, "fabricmanager": rel}, "fabricmanager")
+        fm = kiln_pkg({"os": os_id, "driver": rel, "fabricmanager": rel}, "fabricmanager")
         assert_well_formed(fm, os_id, rel, 2)
 
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "harness"))
 import fixture_repo  # noqa: E402
 
-from kiln_compat import kiln_packages  # noqa: E402
+from kiln_compat_engine.packages import kiln_packages  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("dpkg-deb", "dpkg-scanpackages", "gpg", "gcc")),

@@ -1,7 +1,7 @@
 """The real gpu_facts role under ansible-playbook (localhost, connection local).
 
 Regression: a GPU the compatibility data does not know (10de:ffff) used to fail the
-play (the role mapped every detected PCI id through the raising ``kiln_gpu`` filter).
+play (the role mapped every detected PCI id through the raising ``kiln_gpu`` filter, now ``kiln_gpu_spec``).
 Now the module is given ``pci_models``, ``kiln_gpu_model`` is built from known ids
 only and ``kiln_gpu_unknown_pci_ids`` lists the rest.
 
@@ -92,7 +92,7 @@ def test_play_succeeds_on_every_host_without_traceback(role_run):
     proc, _out_dir = role_run
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    assert "Traceback" not in out and "kiln_gpu: unknown GPU" not in out
+    assert "Traceback" not in out and "kiln_gpu_spec: unknown GPU" not in out
     for host in HOSTS:
         assert re.search(rf"^{host}\s*:.*\bfailed=0\b", out, re.MULTILINE), out
 

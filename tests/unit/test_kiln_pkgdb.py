@@ -614,7 +614,7 @@ def test_a_policy_rc_d_left_by_an_interrupted_run_is_cleared(tmp_path: Path, fak
 # pinned_play: the pins of a play's roles in one read, one transaction, one verify
 
 def _core() -> Any:
-    import kiln_pkgs  # noqa: PLC0415 - the module_utils file, loaded by path once
+    import kiln_pkgs  # noqa: PLC0415 - module_utils/kiln_pkgdb.py, imported by the filter file
     return kiln_pkgs._core
 
 

@@ -17,16 +17,21 @@ def _callback():
     return module
 
 
-def test_warm_loads_every_kiln_filter_file_and_the_compat_data() -> None:
+def test_warm_loads_every_kiln_filter_file_the_engine_and_the_compat_data() -> None:
     filter_loader.add_directory(str(REPO / "filter_plugins"))
     module = _callback()
     module.CallbackModule().v2_playbook_on_start(None)
     loaded = {Path(getattr(m, "__file__", "") or "").name for m in list(sys.modules.values())}
-    for name in ("kiln_compat.py", "kiln_pkgs.py", "kiln_slurm.py", "kiln_repo_key.py", "kiln_stack_schema.py"):
+    for name in ("kiln_compat.py", "kiln_pkgs.py", "kiln_slurm.py", "kiln_repo_key.py"):
         assert name in loaded, name
-    compat = next(m for m in list(sys.modules.values())
-                  if Path(getattr(m, "__file__", "") or "").name == "kiln_compat.py" and hasattr(m, "_CACHE"))
-    assert {"compat", "denylist"} <= set(compat._CACHE)
+    engine = REPO / "module_utils" / "kiln_compat_engine"
+    loaded_paths = {Path(getattr(m, "__file__", "") or "").resolve() for m in list(sys.modules.values())
+                    if getattr(m, "__file__", None)}
+    for path in sorted(engine.rglob("*.py")):
+        assert path.resolve() in loaded_paths, path.relative_to(REPO)
+    data = sys.modules["kiln_compat_engine.data"]
+    assert Path(data.__file__).resolve() == (engine / "data.py").resolve()
+    assert {"compat", "denylist"} <= set(data._CACHE)
 
 
 def test_every_warm_filter_exists() -> None:

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 import kiln_repo_key as krk
-import kiln_compat as kc
+from kiln_compat_engine.repos import kiln_repo
 from ansible.errors import AnsibleFilterError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,12 +194,12 @@ def test_validate_names_the_pin_variable_per_repository():
     text = (ROOT / "roles" / "nvidia_repos" / "tasks" / "validate.yml").read_text()
     assert "'cuda' | kiln_repo(" in text and "'container_toolkit' | kiln_repo(" in text
     for name in ("cuda", "container_toolkit"):
-        repo = kc.kiln_repo(name, "debian-12", {name: {"fingerprint": FPR_A.lower()}})
+        repo = kiln_repo(name, "debian-12", {name: {"fingerprint": FPR_A.lower()}})
         assert repo["fingerprint"] == FPR_A and repo["fingerprint_var"] == f"kiln_repos.{name}.fingerprint"
     with pytest.raises(AnsibleFilterError, match=r"kiln_repos.cuda.fingerprint is '96F7B6C3B218E6E2': not a full"):
-        kc.kiln_repo("cuda", "debian-12", {"cuda": {"fingerprint": "96F7B6C3B218E6E2"}})
+        kiln_repo("cuda", "debian-12", {"cuda": {"fingerprint": "96F7B6C3B218E6E2"}})
     with pytest.raises(AnsibleFilterError, match=r"unknown repository 'cdua'. Did you mean 'cuda'"):
-        kc.kiln_repo("cuda", "debian-12", {"cdua": {"url": "https://m/"}})
+        kiln_repo("cuda", "debian-12", {"cdua": {"url": "https://m/"}})
 
 
 # --------------------------------------------------------------------------

@@ -15,9 +15,8 @@ structure expands to (YAML aliases share one object; each distinct object is
 visited once) and stops at a cap, so an alias bomb or a self-referencing alias
 is refused in time linear in the input, never expanded.
 
-``filter_plugins/kiln_compat.py`` loads this module and applies it (with the
-data-dependent ``os`` check) in every filter that takes a stack. Ansible also
-loads this file as a filter plugin, hence the empty FilterModule at the end.
+The package's ``stack`` module applies it (with the data-dependent ``os`` and
+``ofed.kind`` checks) in every function that takes a stack.
 """
 
 from __future__ import annotations
@@ -384,10 +383,3 @@ def check_allow(allow: Any, rules: Iterable[str], what: str = "kiln_stack_allow"
                                                             f"rule needs the reason it is safe here.",
                         "fix": f"Give {path} a reason of at most {MAX_REASON} characters (ticket, workload, owner)."})
     return out
-
-
-class FilterModule:
-    """No filters of its own: kiln_compat's kiln_stack_violations / kiln_stack_report apply this schema."""
-
-    def filters(self) -> dict[str, Any]:
-        return {}

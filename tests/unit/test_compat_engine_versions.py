@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
-import kiln_compat as kc
+from kiln_compat_engine.versions import kiln_version_cmp, kiln_version_compare, kiln_version_key, kiln_version_sort
 
 
 @pytest.mark.parametrize(
@@ -26,8 +26,8 @@ import kiln_compat as kc
     ],
 )
 def test_version_cmp(a: str, b: str, expected: int) -> None:
-    assert kc.kiln_version_cmp(a, b) == expected
-    assert kc.kiln_version_cmp(b, a) == -expected
+    assert kiln_version_cmp(a, b) == expected
+    assert kiln_version_cmp(b, a) == -expected
 
 
 @pytest.mark.parametrize(
@@ -42,25 +42,25 @@ def test_version_cmp(a: str, b: str, expected: int) -> None:
     ],
 )
 def test_version_compare(a: str, op: str, b: str, expected: bool) -> None:
-    assert kc.kiln_version_compare(a, op, b) is expected
+    assert kiln_version_compare(a, op, b) is expected
 
 
 def test_version_compare_rejects_unknown_operator() -> None:
     with pytest.raises(AnsibleFilterError, match="unknown operator"):
-        kc.kiln_version_compare("1", "~=", "2")
+        kiln_version_compare("1", "~=", "2")
 
 
 def test_version_sort() -> None:
     versions = ["550.127.05", "535.309.01", "550.54.14", "550.54.15", "595.91.07", "580.173.02"]
-    assert kc.kiln_version_sort(versions) == ["535.309.01", "550.54.14", "550.54.15", "550.127.05", "580.173.02", "595.91.07"]
-    assert kc.kiln_version_sort(versions, reverse=True)[0] == "595.91.07"
+    assert kiln_version_sort(versions) == ["535.309.01", "550.54.14", "550.54.15", "550.127.05", "580.173.02", "595.91.07"]
+    assert kiln_version_sort(versions, reverse=True)[0] == "595.91.07"
 
 
 def test_version_sort_rejects_string() -> None:
     with pytest.raises(AnsibleFilterError, match="expected a list"):
-        kc.kiln_version_sort("550.54.14")
+        kiln_version_sort("550.54.14")
 
 
 def test_version_key_rejects_none() -> None:
     with pytest.raises(AnsibleFilterError):
-        kc.kiln_version_key(None)
+        kiln_version_key(None)

@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 from ansible.errors import AnsibleFilterError
 
-import kiln_compat as kc
+from kiln_compat_engine.data import _CACHE, DATA_DIR
+from kiln_compat_engine.resolve import kiln_resolve_stack
+from kiln_compat_engine.rules import kiln_stack_violations
+from kiln_compat_engine.violations import _stack_get
 
 # (id, stack, expected rule ids with severity; None = the stack must be clean of
 # rules involving these components). Sources: CUDA release notes Table 3 (toolkit
@@ -113,7 +116,7 @@ def rules(violations: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def value_text(stack: dict[str, Any], component: str) -> str:
-    value = kc._stack_get(stack, component)
+    value = _stack_get(stack, component)
     if isinstance(value, dict):
         return str(value.get("kind") or value.get("version"))
     return str(value)
@@ -127,20 +130,20 @@ def apply_fix(stack: dict[str, Any], violation: dict[str, Any]) -> dict[str, Any
 
 @pytest.mark.parametrize(("stack"), [c[1] for c in COMPATIBLE], ids=[c[0] for c in COMPATIBLE])
 def test_compatible_cases(stack: dict[str, Any]) -> None:
-    found = [v for v in kc.kiln_stack_violations(stack) if v["rule"] not in ("driver-branch-eol",)]
+    found = [v for v in kiln_stack_violations(stack) if v["rule"] not in ("driver-branch-eol",)]
     assert found == []
 
 
 @pytest.mark.parametrize(("stack", "expected"), [c[1:] for c in INCOMPATIBLE], ids=[c[0] for c in INCOMPATIBLE])
 def test_incompatible_cases(stack: dict[str, Any], expected: dict[str, str]) -> None:
-    got = rules(kc.kiln_stack_violations(stack))
+    got = rules(kiln_stack_violations(stack))
     for rule, severity in expected.items():
         assert got.get(rule) == severity, got
 
 
 @pytest.mark.parametrize(("stack"), [c[1] for c in INCOMPATIBLE], ids=[c[0] for c in INCOMPATIBLE])
 def test_violation_shape_and_messages(stack: dict[str, Any]) -> None:
-    for v in kc.kiln_stack_violations(stack):
+    for v in kiln_stack_violations(stack):
         assert {"rule", "components", "message", "fix", "fix_stack", "severity", "confidence", "source"} <= set(v)
         assert v["severity"] in ("error", "warning")
         assert v["message"].endswith((".", ")")) and v["fix"]
@@ -153,11 +156,11 @@ def test_violation_shape_and_messages(stack: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(("stack"), [c[1] for c in INCOMPATIBLE], ids=[c[0] for c in INCOMPATIBLE])
 def test_each_fix_removes_its_violation(stack: dict[str, Any]) -> None:
-    for v in kc.kiln_stack_violations(stack):
+    for v in kiln_stack_violations(stack):
         if v["rule"] == "torch-gpu":  # no single key fixes it: the message says which wheels to use
             continue
         assert v["fix_stack"], v
-        after = kc.kiln_stack_violations(apply_fix(stack, v))
+        after = kiln_stack_violations(apply_fix(stack, v))
         assert not [a for a in after if a["rule"] == v["rule"] and a["components"] == v["components"]], (v, after)
 
 
@@ -165,13 +168,13 @@ def test_example_broken_stack_fixes_converge() -> None:
     """Applying every fix of the documented broken stack, repeatedly, reaches no errors."""
     import yaml
 
-    stack = yaml.safe_load((kc.DATA_DIR.parent / "inventories/example/broken-stack.yml").read_text())["kiln_stack"]
+    stack = yaml.safe_load((DATA_DIR.parent / "inventories/example/broken-stack.yml").read_text())["kiln_stack"]
     for _ in range(5):
-        errors = [v for v in kc.kiln_stack_violations(stack) if v["severity"] == "error"]
+        errors = [v for v in kiln_stack_violations(stack) if v["severity"] == "error"]
         if not errors:
             break
         stack = apply_fix(stack, errors[0])
-    assert [v["rule"] for v in kc.kiln_stack_violations(stack) if v["severity"] == "error"] == []
+    assert [v["rule"] for v in kiln_stack_violations(stack) if v["severity"] == "error"] == []
 
 
 @pytest.mark.parametrize(
@@ -200,27 +203,27 @@ def test_example_broken_stack_fixes_converge() -> None:
 def test_unknown_version_is_never_a_silent_pass(stack: dict[str, Any], component: str) -> None:
     # a value of the wrong shape is refused by the schema (invalid-stack), one of the right
     # shape that the data does not know by unknown-version: both errors naming the key
-    found = [v for v in kc.kiln_stack_violations(stack) if v["rule"] in ("unknown-version", "invalid-stack")]
+    found = [v for v in kiln_stack_violations(stack) if v["rule"] in ("unknown-version", "invalid-stack")]
     assert found and found[0]["components"][0] in (component, f"kiln_stack.{component}"), found
     assert found[0]["severity"] == "error"
     assert value_text(stack, component) in found[0]["message"]
 
 
 def test_unverified_branch_is_only_a_warning() -> None:
-    found = kc.kiln_stack_violations({"driver": "615.20.01"})
+    found = kiln_stack_violations({"driver": "615.20.01"})
     assert [(v["rule"], v["severity"]) for v in found] == [("unknown-version", "warning")]
 
 
 def test_float_version_hint() -> None:
-    found = kc.kiln_stack_violations({"kubernetes": {"apiserver": 1.3}})
+    found = kiln_stack_violations({"kubernetes": {"apiserver": 1.3}})
     assert "float" in found[0]["message"]
 
 
 def test_allow_list_turns_error_into_warning() -> None:
     stack = {"cuda": "13.0.2", "driver": "550.127.05"}
-    plain = rules(kc.kiln_stack_violations(stack))
+    plain = rules(kiln_stack_violations(stack))
     assert plain["cuda-driver"] == "error"
-    allowed = kc.kiln_stack_violations(stack, [{"rule": "cuda-driver", "reason": "lab node, compat package installed"}])
+    allowed = kiln_stack_violations(stack, [{"rule": "cuda-driver", "reason": "lab node, compat package installed"}])
     hit = [v for v in allowed if v["rule"] == "cuda-driver"][0]
     assert hit["severity"] == "warning" and hit["allowed"] is True
     assert hit["allow_reason"] == "lab node, compat package installed"
@@ -229,85 +232,61 @@ def test_allow_list_turns_error_into_warning() -> None:
 
 @pytest.mark.parametrize("allow", [[{"rule": "cuda-driver"}], [{"rule": "cuda-driver", "reason": " "}], "cuda-driver", [["x"]]])
 def test_allow_list_needs_reasons(allow: Any) -> None:
-    found = kc.kiln_stack_violations({"cuda": "13.0"}, allow)
+    found = kiln_stack_violations({"cuda": "13.0"}, allow)
     assert found and {v["rule"] for v in found} == {"invalid-stack"}
     assert all(v["components"][0].startswith("kiln_stack_allow") and v["severity"] == "error" for v in found)
 
 
 def test_empty_and_absent_stacks_are_compatible() -> None:
-    assert kc.kiln_stack_violations({}) == []
-    assert kc.kiln_stack_violations(None) == []
-    assert kc.kiln_stack_violations({"gpu": "H100", "cuda": None, "slurm": {}}) == []
+    assert kiln_stack_violations({}) == []
+    assert kiln_stack_violations(None) == []
+    assert kiln_stack_violations({"gpu": "H100", "cuda": None, "slurm": {}}) == []
 
 
 @pytest.mark.parametrize("bad", ["H100", ["H100"], {"ofed": ["doca"]}, {"slurm": {"slurmdx": "24.11"}}])
 def test_malformed_stacks_raise(bad: Any) -> None:
-    found = kc.kiln_stack_violations(bad)
+    found = kiln_stack_violations(bad)
     assert found and {v["rule"] for v in found} == {"invalid-stack"} and found[0]["severity"] == "error"
     assert found[0]["components"][0].startswith("kiln_stack")
     with pytest.raises(AnsibleFilterError, match="kiln_stack"):
-        kc.kiln_resolve_stack(bad)
+        kiln_resolve_stack(bad)
 
 
-def test_gpu_by_pci_id_and_variant() -> None:
-    assert kc.kiln_gpu("10de:2330")["model"] == "H100"
-    assert kc.kiln_gpu("H100-SXM5-80GB")["nvswitch"] is True
-    assert kc.kiln_gpu("nvidia h100 pcie")["pci_id"] == "10de:2331"
-    assert rules(kc.kiln_stack_violations({"gpu": "10de:2901", "driver_flavor": "proprietary"})) == {"driver-flavor-gpu": "error"}
-    with pytest.raises(AnsibleFilterError):
-        kc.kiln_gpu("10de:ffff")
+def test_gpu_by_pci_id_in_a_stack() -> None:
+    assert rules(kiln_stack_violations({"gpu": "10de:2901", "driver_flavor": "proprietary"})) == {"driver-flavor-gpu": "error"}
 
 
 def test_detected_gpu_mismatch() -> None:
-    found = kc.kiln_stack_violations({"gpu": "H100"}, detected=["10de:20b2"])
+    found = kiln_stack_violations({"gpu": "H100"}, detected=["10de:20b2"])
     assert [v["rule"] for v in found] == ["gpu-detected"]
     assert found[0]["fix_stack"] == {"gpu": "A100-SXM4-80GB"}
-    assert kc.kiln_stack_violations({"gpu": "H100"}, detected=["10de:2330"]) == []
+    assert kiln_stack_violations({"gpu": "H100"}, detected=["10de:2330"]) == []
 
 
 def test_denylist_expiry(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     entries = [{"id": "x", "component": "dcgm", "version": "4.6.0", "reason": "r.", "link": "https://example.invalid/x",
                 "confidence": "VERIFIED", "expires": "2026-01-31"}]
-    monkeypatch.setitem(kc._CACHE, "denylist", entries)
-    assert rules(kc.kiln_stack_violations({"dcgm": "4.6.0"}, today="2026-01-01")) == {"denylist": "error"}
-    assert kc.kiln_stack_violations({"dcgm": "4.6.0"}, today="2026-02-01") == []
+    monkeypatch.setitem(_CACHE, "denylist", entries)
+    assert rules(kiln_stack_violations({"dcgm": "4.6.0"}, today="2026-01-01")) == {"denylist": "error"}
+    assert kiln_stack_violations({"dcgm": "4.6.0"}, today="2026-02-01") == []
 
 
-RECOMMEND_CASES = [
-    (gpu, os, torch)
-    for gpu in ("H100", "H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB", "L40S", "T4", "V100", "B200", "GH200",
-                "B300_GB300", "RTX_PRO_6000_Blackwell")
-    for os in ("ubuntu-22.04", "ubuntu-24.04", "debian-12", "rocky-9")
-    for torch in (None, "2.6", "2.12")
-]
+def test_every_rule_function_of_every_family_runs() -> None:
+    import inspect
+
+    from kiln_compat_engine.rules import CHECKS, cluster, cuda, dcgm, denylist, fabricmanager, gpu, ofed
+
+    defined = [f for m in (gpu, fabricmanager, cuda, dcgm, ofed, cluster, denylist)
+               for n, f in vars(m).items() if n.startswith("r_") and inspect.isfunction(f) and f.__module__ == m.__name__]
+    assert sorted(f.__qualname__ for f in CHECKS) == sorted(f.__qualname__ for f in defined)
+    assert len(set(CHECKS)) == len(CHECKS) == len(defined)
 
 
-@pytest.mark.parametrize(("gpu", "os", "torch"), RECOMMEND_CASES)
-def test_recommend_stack_is_complete_and_compatible(gpu: str, os: str, torch: str | None) -> None:
-    try:
-        stack = kc.kiln_recommend_stack(gpu, os=os, torch=torch)
-    except AnsibleFilterError as exc:
-        # the only legitimate refusal: no wheel of that PyTorch release runs on the GPU
-        assert torch is not None and "no PyTorch/CUDA combination" in str(exc)
-        return
-    for key in ("gpu", "os", "driver", "driver_flavor", "cuda", "cudnn", "nccl", "torch", "container_toolkit", "dcgm",
-                "ofed", "slurm", "kubernetes"):
-        assert key in stack, key
-    assert kc.kiln_stack_violations(stack) == []
-    assert kc.kiln_packages(stack)  # every recommendation renders
-
-
-def test_recommend_prefers_newest_and_respects_architecture() -> None:
-    h100 = kc.kiln_recommend_stack("H100-SXM5-80GB")
-    assert h100["driver_flavor"] == "open" and h100["fabricmanager"] == h100["driver"]
-    assert h100["cuda"].startswith("13.") and h100["torch"].startswith("2.14")
-    v100 = kc.kiln_recommend_stack("V100")
-    assert v100["driver"].startswith("580.") and v100["driver_flavor"] == "proprietary" and v100["cuda"].startswith("12.")
-    assert "fabricmanager" not in kc.kiln_recommend_stack("L40S")
-    assert kc.kiln_recommend_stack("A100", os="ubuntu-20.04")["cuda"].startswith("12.")
-
-
-def test_recommend_rejects_unknowns() -> None:
-    for args in (("RTX-9090",), ("H100", "plan9"), ("H100", "ubuntu-24.04", "9.9")):
-        with pytest.raises(AnsibleFilterError, match="kiln_recommend_stack"):
-            kc.kiln_recommend_stack(*args)
+@pytest.mark.parametrize(("stack", "expected"), [
+    ({"dcgm": "4.6.0", "driver": "450.51.05"}, {"dcgm-driver": "error", "dcgm-cuda": "warning", "driver-branch-eol": "warning"}),
+    ({"dcgm": "3.3.9", "gpu": "B200"}, {"dcgm-gpu": "warning"}),
+    ({"dcgm": "4.6.0", "dcgm_exporter": "3.3.9-3.6.1"}, {"dcgm-exporter": "error"}),
+    ({"ofed": {"kind": "mlnx", "version": "5.8-1.0.1.1"}}, {"unknown-version": "warning", "ofed-mlnx-support": "warning"}),
+], ids=["dcgm-driver", "dcgm-gpu", "dcgm-exporter", "ofed-mlnx-support"])
+def test_dcgm_and_rdma_families(stack: dict[str, Any], expected: dict[str, str]) -> None:
+    assert rules(kiln_stack_violations(stack)) == expected

@@ -1,0 +1,141 @@
+# Copyright: kiln contributors
+# SPDX-License-Identifier: MIT
+"""The plan: a bill of materials per inventory group (resolved versions, packages, repositories).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import CompatError
+from .inventory import kiln_hostlist
+from .lookup import _os_entry
+from .packages import DISTRO_COMPONENTS, PACKAGE_COMPONENTS, kiln_distro_build, kiln_pkg
+from .repos import _check_repos, kiln_repo, kiln_torch_index
+from .resolve import kiln_resolve_stack
+from .stack import stack_problems
+
+
+def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence[str]],
+              repos: Any = None, arch: str = "x86_64") -> dict[str, Any]:
+    """Bill of materials per inventory group from kiln_stacks_by_host output.
+
+    Each group lists its distinct stacks with the hosts they cover, the resolved
+    versions, the exact package strings for the stack's OS, and the repositories.
+    Package rendering problems are reported per stack in ``errors`` (never raised).
+    """
+    site = _check_repos(repos)
+    cuda_base_url = (site.get("cuda") or {}).get("url")
+    ctk_base_url = (site.get("container_toolkit") or {}).get("url")
+    torch_base_url = (site.get("torch") or {}).get("url")
+    rendered: list[dict[str, Any]] = []
+    host_to_stack: dict[str, int] = {}
+    for idx, item in enumerate(stacks):
+        stack = item.get("stack") or {}
+        entry: dict[str, Any] = {"stack": stack, "errors": []}
+        problems = item.get("problems") or stack_problems(item.get("stack"))
+        if problems:  # never render packages from (or echo) a malformed stack
+            entry = {"stack": {}, "errors": [f"{p['message']} Fix: {p['fix']}" for p in problems]}
+            rendered.append(entry)
+            for h in item.get("hosts") or []:
+                host_to_stack[str(h)] = idx
+            continue
+        try:
+            resolved = kiln_resolve_stack(stack)
+            entry["resolved"] = {k: v for k, v in resolved.items() if k != "gpu_info"}
+            if resolved.get("gpu_info"):
+                gi = resolved["gpu_info"]
+                entry["gpu"] = {k: gi.get(k) for k in ("model", "variant", "arch", "cc", "nvswitch", "tdp_w")}
+            if stack.get("os") and resolved.get("pkg_mgr"):
+                pk: dict[str, list[str]] = {}
+                for comp in PACKAGE_COMPONENTS:
+                    if comp in DISTRO_COMPONENTS and comp in ("munge", "pmix") and not stack.get("slurm"):
+                        continue
+                    try:
+                        pkgs = kiln_pkg(stack, comp)
+                    except CompatError as exc:
+                        entry["errors"].append(f"{comp}: {exc}")
+                        continue
+                    if pkgs:
+                        pk[comp] = pkgs
+                entry["packages"] = pk
+                # distribution packages without a recorded build: installed at the candidate, then held
+                os_key = (_os_entry(stack["os"]) or ("",))[0]
+                entry["candidates"] = [c for c in pk if c in DISTRO_COMPONENTS
+                                       and not kiln_distro_build(stack, c, os_key)["recorded"]]
+                entry["repos"] = {"cuda": kiln_repo("cuda", stack["os"], site, arch)}
+                if stack.get("container_toolkit"):
+                    entry["repos"]["container_toolkit"] = kiln_repo("container_toolkit", stack["os"], site, arch)
+                if stack.get("slurm") and site.get("slurm", {}).get("url"):
+                    entry["repos"]["slurm"] = kiln_repo("slurm", stack["os"], site, arch)
+            elif stack:
+                entry["errors"].append("no (known) kiln_stack.os: package strings cannot be rendered")
+            if stack.get("torch"):
+                try:
+                    entry["pip"] = kiln_torch_index(stack, torch_base_url)
+                except CompatError as exc:
+                    entry["errors"].append(f"torch: {exc}")
+        except CompatError as exc:
+            entry["errors"].append(str(exc))
+        rendered.append(entry)
+        for h in item.get("hosts") or []:
+            host_to_stack[str(h)] = idx
+    plan_groups: dict[str, Any] = {}
+    for group in sorted(groups):
+        if group in ("all", "ungrouped"):
+            continue
+        members = [str(h) for h in groups[group]]
+        per: dict[int, list[str]] = {}
+        for h in members:
+            if h in host_to_stack:
+                per.setdefault(host_to_stack[h], []).append(h)
+        if not per:
+            continue
+        plan_groups[group] = {
+            "hosts": len(members),
+            "stacks": [{"hosts": kiln_hostlist(hs), "host_count": len(hs), **rendered[i]} for i, hs in per.items()],
+        }
+    return {"groups": plan_groups, "distinct_stacks": len(rendered)}
+
+
+def kiln_plan_text(plan: Mapping[str, Any]) -> list[str]:
+    """Human-readable lines for a kiln_plan result (one block per group and stack)."""
+    lines: list[str] = []
+    order = ("gpu", "os", "kernel", "driver", "driver_flavor", "fabricmanager", "cuda", "cudnn", "nccl", "torch",
+             "container_toolkit", "dcgm", "ofed", "slurm", "kubernetes")
+    for group, info in (plan.get("groups") or {}).items():
+        lines.append(f"== group {group} ({info['hosts']} hosts) ==")
+        for st in info["stacks"]:
+            lines.append(f"  hosts: {st['hosts']} ({st['host_count']})")
+            stack = st.get("stack") or {}
+            res = st.get("resolved") or {}
+            for key in order:
+                if key not in stack:
+                    continue
+                val = stack[key]
+                if isinstance(val, Mapping):
+                    val = " ".join(f"{k}={v}" for k, v in val.items())
+                extra = ""
+                if key == "cuda" and res.get("cuda_full") and res["cuda_full"] != str(stack[key]):
+                    extra = f" -> {res['cuda_full']}"
+                elif key in (res.get("resolved_from") or {}):
+                    extra = f" -> {res[key]}"
+                if key == "torch" and res.get("torch_variant"):
+                    extra = f" ({res['torch_variant']})"
+                if key == "gpu" and st.get("gpu"):
+                    g = st["gpu"]
+                    extra = f" ({g['arch']}, cc {g['cc']}{', NVSwitch' if g['nvswitch'] else ''}" \
+                            f"{', ' + str(g['tdp_w']) + ' W' if g.get('tdp_w') else ''})"
+                lines.append(f"    {key:<19} {val}{extra}")
+            for comp, pkgs in (st.get("packages") or {}).items():
+                note = "  (no recorded build: the repository's candidate, then held)" \
+                    if comp in (st.get("candidates") or []) else ""
+                lines.append(f"    pkg {comp:<15} {' '.join(pkgs)}{note}")
+            for name, repo in (st.get("repos") or {}).items():
+                lines.append(f"    repo {name:<14} {repo['url']}")
+            if st.get("pip"):
+                lines.append(f"    pip {'torch':<15} {st['pip']['requirement']} --index-url {st['pip']['index_url']}")
+            for err in st.get("errors") or []:
+                lines.append(f"    ! {err}")
+    return lines

@@ -1,0 +1,184 @@
+# Copyright: kiln contributors
+# SPDX-License-Identifier: MIT
+"""Repositories: the NVIDIA CUDA / Container Toolkit repositories, kiln_repos overrides, the PyTorch index.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import schema
+from .data import compat_data
+from .errors import CompatError
+from .inventory import _plain, kiln_hostlist
+from .lookup import _os_entry
+from .resolve import kiln_resolve_stack
+from .schema import show
+
+
+def _base(url: str | None, default: str) -> str:
+    return (url or default).rstrip("/")
+
+
+def kiln_cuda_repo(os: str, base_url: str | None = None, arch: str = "x86_64") -> dict[str, Any]:
+    """NVIDIA CUDA repository for an OS: URL, key, keyring and (apt) source line or (dnf) .repo URL.
+
+    ``base_url`` replaces ``https://developer.download.nvidia.com/compute/cuda/repos`` for mirrors.
+    """
+    osx = _os_entry(os)
+    if not osx:
+        raise CompatError(f"kiln_cuda_repo: unknown OS {show(os)}")
+    repo = compat_data()["repos"]["cuda"]
+    if arch not in repo["arch_dirs"]:
+        raise CompatError(f"kiln_cuda_repo: unknown arch {show(arch)}; use one of {list(repo['arch_dirs'])}")
+    key, entry = osx
+    distro = entry["cuda_repo"]
+    url = f"{_base(base_url, repo['base_url'])}/{distro}/{repo['arch_dirs'][arch]}/"
+    out: dict[str, Any] = {"os": key, "distro": distro, "arch": arch, "pkg_mgr": entry["pkg_mgr"], "url": url}
+    if entry["pkg_mgr"] == "apt":
+        out.update(
+            key_url=url + repo["deb_key_file"],
+            keyring_path=repo["deb_keyring_path"],
+            keyring_package=repo["deb_keyring_package"],
+            keyring_package_url=url + repo["deb_keyring_package"],
+            apt_line=f"deb [signed-by={repo['deb_keyring_path']}] {url} /",
+        )
+    else:
+        out.update(
+            key_url=url + repo["rpm_key_file"],
+            repo_file_url=url + repo["rpm_repo_file"].format(distro=distro),
+        )
+    return out
+
+
+def kiln_container_toolkit_repo(os: str, base_url: str | None = None, arch: str = "x86_64") -> dict[str, Any]:
+    """NVIDIA Container Toolkit repository (stable channel) for an OS; ``base_url`` for mirrors."""
+    osx = _os_entry(os)
+    if not osx:
+        raise CompatError(f"kiln_container_toolkit_repo: unknown OS {show(os)}")
+    repo = compat_data()["repos"]["container_toolkit"]
+    if arch not in repo["deb_arch_dirs"]:
+        raise CompatError(f"kiln_container_toolkit_repo: unknown arch {show(arch)}; use one of {list(repo['deb_arch_dirs'])}")
+    base = _base(base_url, repo["base_url"])
+    key, entry = osx
+    out: dict[str, Any] = {"os": key, "arch": arch, "pkg_mgr": entry["pkg_mgr"], "key_url": f"{base}/{repo['gpgkey']}"}
+    if entry["pkg_mgr"] == "apt":
+        url = f"{base}/stable/deb/{repo['deb_arch_dirs'][arch]}"
+        out.update(url=url, keyring_path=repo["deb_keyring_path"],
+                   apt_line=f"deb [signed-by={repo['deb_keyring_path']}] {url} /")
+    else:
+        out.update(url=f"{base}/stable/rpm/{arch}", repo_file_url=f"{base}/stable/rpm/nvidia-container-toolkit.repo")
+    return out
+
+
+REPO_NAMES = ("cuda", "container_toolkit", "slurm", "torch")
+_REPO_KEYS = ("url", "key_url", "fingerprint")
+
+
+def _check_repos(repos: Any) -> dict[str, dict[str, str]]:
+    """kiln_repos as plain strings; CompatError naming the key for anything else."""
+    if repos is None or repos == "":
+        return {}
+    where = "kiln_repos"
+    if schema.measure(repos).over():
+        raise CompatError(f"kiln: {where} is too large to be a repository list.")
+    if not isinstance(repos, Mapping):
+        raise CompatError(f"kiln: {where} is {schema.describe(repos)}; it must be a mapping such as "
+                                 "{cuda: {url: ..., key_url: ..., fingerprint: ...}}. Fix: see docs/compat.md \"Repositories\".")
+    out: dict[str, dict[str, str]] = {}
+    for name, entry in repos.items():
+        if name not in REPO_NAMES:
+            raise CompatError(f"kiln: {where} has an unknown repository {show(name, 24)}.{schema.suggest(name, REPO_NAMES)} "
+                                     f"Fix: use {', '.join(REPO_NAMES)}.")
+        if entry is None:
+            continue
+        if not isinstance(entry, Mapping):
+            raise CompatError(f"kiln: {where}.{name} is {schema.describe(entry)}; it must be a mapping with "
+                                     f"{', '.join(_REPO_KEYS)}.")
+        out[name] = {}
+        for key, value in entry.items():
+            path = f"{where}.{name}.{key}"
+            if key not in _REPO_KEYS or (name == "torch" and key != "url"):
+                allowed = ("url",) if name == "torch" else _REPO_KEYS
+                raise CompatError(f"kiln: {where}.{name} has an unknown key {show(key, 24)}."
+                                         f"{schema.suggest(key, allowed)} Fix: use {', '.join(allowed)}.")
+            if value is None or value == "":
+                continue
+            if not isinstance(value, str) or len(value) > 2048 or (
+                    key != "fingerprint" and any(c.isspace() for c in value.strip())):
+                raise CompatError(f"kiln: {path} is {schema.describe(value)}; it must be a URL or fingerprint string.")
+            value = value.strip()
+            if key == "fingerprint":
+                value = value.replace(" ", "").upper()
+                if not re.fullmatch(r"[0-9A-F]{40}", value, re.ASCII):
+                    raise CompatError(f"kiln: {path} is {show(value)}: not a full 40-hex-digit key fingerprint "
+                                             f"(short key ids can be forged). Fix: gpg --show-keys --with-fingerprint <key file>.")
+            elif not re.match(r"(?:https?|file)://", value, re.ASCII):
+                raise CompatError(f"kiln: {path} is {show(value)}: not an http(s):// or file:// URL.")
+            out[name][key] = value
+    return out
+
+
+def kiln_repos_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], var: str = "kiln_repos") -> list[str]:
+    """``kiln_repos`` of each host checked once per distinct value: ``["<hosts>: <problem>"]``, ``[]`` when valid."""
+    seen: dict[str, list[str]] = {}
+    problems: dict[str, str] = {}
+    for host in hosts:
+        value = (hostvars.get(host) or {}).get(var)
+        try:
+            key = json.dumps(_plain(value), sort_keys=True, default=str) if not schema.measure(value).over() else "(too large)"
+        except (TypeError, ValueError):
+            key = repr(type(value))
+        seen.setdefault(key, []).append(str(host))
+        if key not in problems:
+            try:
+                _check_repos(value if key != "(too large)" else [None] * (schema.MAX_NODES + 1))
+                problems[key] = ""
+            except CompatError as exc:
+                problems[key] = str(exc).removeprefix("kiln: ")
+    return [f"{kiln_hostlist(seen[k])}: {p}" for k, p in problems.items() if p]
+
+
+def kiln_repo(name: str, os: str | None = None, repos: Any = None, arch: str = "x86_64") -> dict[str, Any]:
+    """One repository, resolved for an OS from kiln_repos (the site's mirrors and keys) over data/compat.yml.
+
+    ``cuda`` / ``container_toolkit``: what kiln_cuda_repo / kiln_container_toolkit_repo return, with
+    ``key_url`` and ``fingerprint`` (the pin) taken from ``kiln_repos.<name>`` when set, and ``fingerprint_var``
+    naming the variable to fix. ``slurm``: ``{}`` unless kiln_repos.slurm.url is set. ``torch``: ``{url}``.
+    """
+    site = _check_repos(repos).get(name, {})
+    if name not in REPO_NAMES:
+        raise CompatError(f"kiln_repo: unknown repository {show(name)}; use one of {list(REPO_NAMES)}")
+    if name == "torch":
+        return {"url": site.get("url") or compat_data()["torch"]["index_url"]}
+    if name == "slurm":
+        if not site.get("url"):
+            return {}
+        if not site.get("key_url") or not site.get("fingerprint"):
+            raise CompatError("kiln: kiln_repos.slurm has a url but no key_url and fingerprint. Fix: give the "
+                                     "repository's signing key URL and its full fingerprint.")
+        return {"name": "slurm", "url": site["url"], "key_url": site["key_url"], "fingerprint": site["fingerprint"],
+                "fingerprint_var": "kiln_repos.slurm.fingerprint"}
+    if not os:
+        raise CompatError(f"kiln_repo: the {name} repository needs an OS id (kiln_stack.os)")
+    base = kiln_cuda_repo(os, site.get("url"), arch) if name == "cuda" else kiln_container_toolkit_repo(os, site.get("url"), arch)
+    base.update(name=name, key_url=site.get("key_url") or base["key_url"],
+                fingerprint=site.get("fingerprint") or compat_data()["repos"][name]["key_fingerprint"],
+                fingerprint_var=f"kiln_repos.{name}.fingerprint")
+    return base
+
+
+def kiln_torch_index(stack: Mapping[str, Any], base_url: str | None = None) -> dict[str, Any]:
+    """pip index URL and requirement for the stack's PyTorch wheel variant (``{}`` without torch)."""
+    r = kiln_resolve_stack(stack)
+    if not r.get("torch"):
+        return {}
+    if not r.get("torch_variant"):
+        raise CompatError(f"kiln_torch_index: PyTorch {r['torch']} is not in data/compat.yml")
+    ver = r["torch_version"]
+    req = f"torch=={ver}" if ver.count(".") == 2 else f"torch=={ver}.*"
+    return {"index_url": f"{_base(base_url, compat_data()['torch']['index_url'])}/{r['torch_variant']}",
+            "variant": r["torch_variant"], "requirement": req}

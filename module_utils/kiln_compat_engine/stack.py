@@ -1,0 +1,158 @@
+# Copyright: kiln contributors
+# SPDX-License-Identifier: MIT
+"""A kiln_stack as the rules see it: checked, normalised and canonicalised.
+
+:func:`stack_problems` applies the schema (module ``schema``) with the
+data-dependent checks (the ``os`` and the RDMA stack kind must be ones the data
+knows); :func:`_normalise_stack` turns a well-formed stack into plain strings;
+:func:`_canonical` resolves versions given with fewer components to the unique
+release they name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from . import schema
+from .data import compat_data
+from .errors import CompatError
+from .lookup import _os_entry, _parse_nccl
+from .versions import kiln_version_key
+from .violations import _violation
+
+
+STACK_KEYS = (
+    "gpu", "os", "kernel", "driver", "driver_flavor", "fabricmanager", "cuda", "cudnn", "nccl", "torch",
+    "container_toolkit", "dcgm", "ofed", "slurm", "kubernetes", "builds",
+)
+NESTED_KEYS = {
+    "ofed": ("kind", "version"),
+    "slurm": ("slurmdbd", "slurmctld", "slurmd"),
+    "kubernetes": ("apiserver", "kubelet", "kubectl"),
+    "builds": ("slurm", "slurmctld", "slurmd", "munge", "pmix", "openmpi", "mpi4py", "node_exporter"),
+}
+
+def _schema_extra(key: str, value: str) -> str | None:
+    """Data-dependent checks of well-shaped scalars: the os and the RDMA stack kind must be ones the data knows."""
+    if key == "ofed.kind":
+        kinds = list(compat_data()["ofed"]["kinds"])
+        return None if value in kinds else f"allowed: {', '.join(kinds)}.{schema.suggest(value, kinds)}"
+    if key == "os" and not _os_entry(value):
+        data = compat_data()["os"]
+        known = ", ".join(k for k in data if k != "os_aliases")
+        aliases = ", ".join(f"{a}-N" for a in sorted(data.get("os_aliases", {})))
+        return (f"not an operating system kiln knows. Allowed: {known}; {aliases} are read as rhel-N, "
+                f"and a minor such as rocky-9.4 is allowed.")
+    return None
+
+
+def stack_problems(stack: Any) -> list[dict[str, str]]:
+    """Shape problems of a kiln_stack (schema: types, keys, patterns, lengths, enumerations)."""
+    return schema.check_stack(stack, _schema_extra)
+
+
+def _problems_text(problems: Sequence[Mapping[str, str]], limit: int = 5) -> str:
+    lines = [f"{p['message']} Fix: {p['fix']}" for p in problems[:limit]]
+    if len(problems) > limit:
+        lines.append(f"(and {len(problems) - limit} more)")
+    return " | ".join(lines)
+
+
+def _normalise_stack(stack: Any) -> dict[str, Any]:
+    """A well-formed stack as plain strings (null values dropped); CompatError naming the key otherwise."""
+    problems = stack_problems(stack)
+    if problems:
+        raise CompatError(f"kiln: {_problems_text(problems)}")
+    if stack is None:
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in stack.items():
+        if value is None:
+            continue
+        if key in NESTED_KEYS:
+            if isinstance(value, str):
+                value = {schema.STACK_FIELDS[key].shorthand: value}
+            sub = {str(k): str(v) for k, v in value.items() if v is not None}
+            if sub:
+                out[str(key)] = sub
+        else:
+            out[str(key)] = str(value)
+    return out
+
+
+def _version_parts(version: str) -> list[int]:
+    return [int(p) for p in version.split(".")]
+
+
+def _by_identity(asked: str, pool: Iterable[str]) -> list[str]:
+    """Releases in ``pool`` that ``asked`` names: itself, or those it is a component-prefix of."""
+    pool = list(pool)
+    if asked in pool:
+        return [asked]
+    try:
+        want = _version_parts(asked)
+    except ValueError:
+        return []
+    out = []
+    for rel in pool:
+        try:
+            if _version_parts(rel)[:len(want)] == want:
+                out.append(rel)
+        except ValueError:
+            continue
+    return sorted(out, key=kiln_version_key)
+
+
+def _canonical(stack: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[dict[str, Any]]]:
+    """Resolve versions given with fewer components to the unique release they name.
+
+    Returns ``(stack with full versions, {component: asked}, ambiguity violations)``.
+    ``cuda: "12.4"`` is not shortened: a CUDA minor names its series (newest patch).
+    Unknown versions are left for the ``unknown-version`` checks.
+    """
+    d = compat_data()
+    out = dict(stack)
+    asked: dict[str, str] = {}
+    problems: list[dict[str, Any]] = []
+
+    ambiguous: set[str] = set()
+
+    def pick(component: str, value: str, pool: Iterable[str]) -> str | None:
+        found = _by_identity(value, pool)
+        if len(found) == 1:
+            if found[0] != value:
+                asked[component] = value
+            return found[0]
+        if len(found) > 1:
+            shown = ", ".join(found[-8:]) + (f" (and {len(found) - 8} older)" if len(found) > 8 else "")
+            problems.append(_violation(
+                "ambiguous-version", [component],
+                f"{component} {value} names {len(found)} releases in kiln's data: {shown}.",
+                f"Set kiln_stack.{component} to the full version of the one you mean, e.g. \"{found[-1]}\".",
+                None, "VERIFIED", "data/compat.yml"))
+            ambiguous.add(component)
+        return None
+
+    if "cudnn" in out:
+        full = pick("cudnn", out["cudnn"], d["cudnn"]["releases"])
+        out["cudnn"] = full or out["cudnn"]
+    if "nccl" in out:
+        ver, build = _parse_nccl(out["nccl"])
+        full = pick("nccl", ver, d["nccl"]["releases"])
+        if full and full != ver:
+            out["nccl"] = full + (f"-1+cuda{build}" if build else "")
+    for comp in ("driver", "fabricmanager"):
+        if comp in out:
+            branch = d["drivers"]["branches"].get(out[comp].split(".")[0]) or {}
+            rels = branch.get("releases") or []
+            if out[comp] not in rels and out[comp].count(".") < 2:
+                full = pick(comp, out[comp], rels)
+                out[comp] = full or out[comp]
+    for comp in ("container_toolkit", "dcgm"):
+        if comp in out:
+            full = pick(comp, out[comp], d[comp]["releases"])
+            out[comp] = full or out[comp]
+    for comp in ambiguous:  # reported once, as ambiguous-version; no rule runs on a guess
+        out.pop(comp, None)
+    return out, asked, problems
