@@ -38,7 +38,7 @@ lint: venv
 	@tests/harness/stage.sh lint tests/harness/lint.sh
 
 unit: venv
-	@tests/harness/stage.sh unit python -m pytest -q tests/unit
+	@tests/harness/stage.sh unit python -m pytest -q -n 2 tests/unit
 
 molecule: testbed
 	@set -a; source .cache/testbed.env; set +a; for s in $(SCENARIOS); do \

@@ -7,9 +7,11 @@
 # ends, so CI output reads as if they had run one after another:
 #   1. lint and unit (independent; each mostly one process, the machine has 2 cores)
 #   2. the test bed (image, network, fixture repositories)
-#   3. the scenarios that do not measure anything (KILN_TEST_JOBS at a time, default 2)
-#   4. the scenarios that measure (burnin: its all-reduce and iperf3 figures are
-#      judged against floors and the node's own baselines), alone on the machine
+#   3. the scenarios that do not measure anything (KILN_TEST_JOBS at a time, default 2),
+#      and, last in that wave, the setup (create, prepare, converge) of those that do
+#   4. the side effect and verify of the scenarios that measure (burnin: its
+#      all-reduce and iperf3 figures are judged against floors and the node's own
+#      baselines), alone on the machine (tests/harness/scenario.sh)
 # KILN_TEST_JOBS=1 runs every stage one after another.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,17 +45,22 @@ wave() {
   done
 }
 
-wave "lint|tests/harness/lint.sh" "unit|python -m pytest -q -p no:cacheprovider --durations=10 tests/unit"
+wave "lint|tests/harness/lint.sh" "unit|python -m pytest -q -p no:cacheprovider -n 2 --durations=10 tests/unit"
 if tests/harness/stage.sh testbed tests/harness/testbed.sh; then
   set -a; source .cache/testbed.env; set +a
   together=() after=()
+  setups=()
   for s in "${scenarios[@]}"; do
-    if [[ ${alone} == *" ${s} "* ]]; then
+    if [[ ${alone} == *" ${s} "* && ${jobs} -gt 1 ]]; then
+      setups+=("molecule:${s}:converge|tests/harness/scenario.sh setup ${s}")
+      after+=("molecule:${s}|tests/harness/scenario.sh measure ${s}")
+    elif [[ ${alone} == *" ${s} "* ]]; then
       after+=("molecule:${s}|molecule test -s ${s}")
     else
       together+=("molecule:${s}|molecule test -s ${s}")
     fi
   done
+  together+=("${setups[@]}")
   [[ ${#together[@]} -gt 0 ]] && wave "${together[@]}"
   for spec in "${after[@]}"; do wave "${spec}"; done
 else

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
@@ -204,15 +204,25 @@ def tampered(draw):
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tampered())
+@example({"schema": "kiln.burnin/v1", "run_id": "r", "mode": "default", "fingerprint": {},
+          "nodes": {"a": {"status": "PASS", "checks": [{"id": "gpu.count", "status": "SKIP", "value": None},
+                                                       {"id": "nccl.pair.all_reduce", "status": "PASS", "value": None}]}},
+          "fabric": [], "overall": {"status": "PASS", "exit": 0}, "scope": {"expected": ["a"]}})
+@example({"schema": "kiln.burnin/v1", "run_id": "r", "mode": "default", "fingerprint": {},
+          "nodes": {"a": {"status": "PASS", "checks": [{"id": "gpu.count", "status": "SKIP", "value": None}]}},
+          "fabric": [], "overall": {"status": "PASS", "exit": 0}, "scope": {"expected": ["a"]}})
 def test_verdict_tool_never_trusts_stored_statuses(tmp_path, summary):
     path = tmp_path / "summary.json"
     path.write_text(json.dumps(summary, allow_nan=True))
     code = VERDICT.main([str(path), "--quiet"])
     checks = summary["nodes"]["a"]["checks"]
+    # PASS is honest only from the checks themselves: every check PASS or SKIP (SKIP: not judged, a
+    # hardware check without the hardware), at least one PASS, no non-finite value, one expected node.
     honest = (isinstance(checks, list) and checks and summary["scope"]["expected"] == ["a"]
-              and all(isinstance(c, dict) and c["status"] == "PASS" and isinstance(c["id"], str)
+              and all(isinstance(c, dict) and c["status"] in ("PASS", "SKIP") and isinstance(c["id"], str)
                       and (c["value"] is None or (isinstance(c["value"], float) and math.isfinite(c["value"])))
                       for c in checks)
+              and any(c["status"] == "PASS" for c in checks)
               and summary["nodes"]["a"]["status"] == "PASS")
     if code == 0:
         assert honest, summary
