@@ -3,11 +3,21 @@
 # machine with other scenarios, its measurements run alone.
 #   scenario.sh setup NAME    destroy, syntax, create, prepare, converge
 #   scenario.sh measure NAME  side effect and verify, then destroy (always)
-# The steps and playbooks are those of `molecule test` (the scenario's
-# test_sequence); measure runs only after a successful setup.
+# The steps and playbooks are those of `molecule test` for a scenario whose own
+# test_sequence is destroy, syntax, create, prepare, converge, side_effect,
+# verify, destroy (burnin); measure runs only after a successful setup.
 set -uo pipefail
 step="$1"; name="$2"
 ready=".cache/logs/${name}.converged"
+if ! python3 - "molecule/${name}/molecule.yml" <<'PY'
+import sys, yaml
+seq = (yaml.safe_load(open(sys.argv[1])).get("scenario") or {}).get("test_sequence")
+sys.exit(0 if seq == ["destroy", "syntax", "create", "prepare", "converge", "side_effect", "verify", "destroy"] else 1)
+PY
+then
+  echo "[kiln] ${name}: its test_sequence is not the two-stage one (see this file): use molecule test" >&2
+  exit 2
+fi
 case "${step}" in
   setup)
     rm -f "${ready}"
@@ -21,7 +31,7 @@ case "${step}" in
       echo "[kiln] ${name}: its setup stage failed; nothing measured" >&2
       exit 1
     fi
-    molecule side_effect -s "${name}" && molecule verify -s "${name}"
+    molecule side-effect -s "${name}" && molecule verify -s "${name}"
     rc=$?
     molecule destroy -s "${name}"
     rm -f "${ready}"
