@@ -22,36 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "module_utils"))
-
-import kiln_dcgm_diag as kdd  # noqa: E402
-import kiln_health as kh  # noqa: E402
-import kiln_health_dcgm as khd  # noqa: E402
-import kiln_health_memory as khm  # noqa: E402
-import kiln_hwfacts as khw  # noqa: E402
-
-KilnConfigError = kh.kiln_verdict.KilnConfigError
-SMI_FIXTURES = REPO / "tests" / "fixtures" / "nvidia-smi"
-GPU_EMU = REPO / "tests" / "fixtures" / "gpu-emulator"
-EMU = REPO / "tests" / "fixtures" / "emulators"
-PY = sys.executable
-STATUSES = {"PASS", "WARN", "FAIL", "INCOMPLETE", "SKIP"}
-HEALTH = kh.load_health()
-
-
-_load = load_source
-
-
-smi_emulator = _load("kiln_nvidia_smi_emulator", GPU_EMU / "nvidia-smi")
-
-
-def by_id(checks):
-    return {c["id"]: c for c in checks}
-
-
-def facts_from_xml(text: str) -> dict:
-    return khw.summarize([], smi=khw.parse_nvidia_smi_xml(text), driver_loaded=True)
+from kiln_health_cases import (  # noqa: F401 - the shared cases; each file uses some
+    REPO, kdd, kh, khd, khm, khw, KilnConfigError, SMI_FIXTURES, GPU_EMU, EMU, PY, STATUSES, HEALTH, smi_emulator, by_id, facts_from_xml,
+)
 
 
 
