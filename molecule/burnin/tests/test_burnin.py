@@ -1,11 +1,12 @@
 """burnin scenario: the burn-in tools and the per-node metrics on each compute node."""
 
-import os
+import sys
+from pathlib import Path
 
-import testinfra.utils.ansible_runner
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "molecule"))
+from kiln_testinfra import podman_hosts  # noqa: E402
 
-testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
-    os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("slurm_compute")
+testinfra_hosts = podman_hosts("slurm_compute")
 
 
 def test_cpu_engine_and_mpi_installed(host):
