@@ -88,6 +88,13 @@ options:
     type: list
     elements: dict
     default: []
+  lost:
+    description: >-
+      O(op=round) - nodes the playbook found unreachable (Ansible ping) after this round's failed pairs;
+      they are INCOMPLETE and never paired again.
+    type: list
+    elements: str
+    default: []
   round:
     description: Number of the round just measured (O(op=round)).
     type: int
@@ -196,6 +203,7 @@ def main() -> None:
             "state": {"type": "dict", "default": {}},
             "results": {"type": "list", "elements": "dict", "default": []},
             "measured": {"type": "list", "elements": "dict", "default": []},
+            "lost": {"type": "list", "elements": "str", "default": []},
             "round": {"type": "int", "default": 1},
             "max_rounds": {"type": "int", "default": 4},
             "band": {"type": "float", "default": 0.1},
@@ -230,7 +238,7 @@ def main() -> None:
                                slurm, p["slurm_names"], p["baseline_window"], p["override_operator_drain"],
                                p["fabric_ports"])
             module.exit_json(changed=False, state=state, pairs=[list(x) for x in state["pairs"]])
-        runs = list(p["results"]) + pair_records(p["measured"], p["round"])
+        runs = list(p["results"]) + pair_records(p["measured"], p["round"], p["lost"])
         out = pair_round(p["state"], runs, mode=p["mode"], floors=load_floors(p["floors_path"]),
                          overrides=p["floor_overrides"], sku=p["sku"], fabric=p["fabric"], band=p["band"],
                          confirm=p["confirm"], round_no=p["round"], max_rounds=p["max_rounds"],

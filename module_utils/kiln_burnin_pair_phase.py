@@ -190,12 +190,17 @@ def history_gpus(records: Sequence[Mapping[str, Any]]) -> Optional[int]:
     return max(counts) if counts else None
 
 
-def pair_records(items: Sequence[Mapping[str, Any]], round_no: int) -> List[Dict[str, Any]]:
+def pair_records(items: Sequence[Mapping[str, Any]], round_no: int,
+                 lost: Sequence[str] = ()) -> List[Dict[str, Any]]:
     """Raw pair runs from the playbook's registered loop results (command or async_status).
 
     An async job that never finished, or a run killed by ``timeout`` (rc 124),
     is a timeout; the verdict decides FAIL (rows printed) or INCOMPLETE (none).
+    *lost*: the nodes the playbook's probe found unreachable after this round;
+    each record names those of its own pair whose run failed (``lost``) --
+    a node in a pair that succeeded was reachable for it.
     """
+    gone = {str(n) for n in lost or []}
     out = []
     for item in items:
         pair = item.get("__pair") or (item.get("__job") or {}).get("__pair")
@@ -203,8 +208,11 @@ def pair_records(items: Sequence[Mapping[str, Any]], round_no: int) -> List[Dict
             raise kiln_verdict.KilnConfigError(f"pair run without its pair: {sorted(item)}")
         rc = item.get("rc")
         unfinished = "finished" in item and not item.get("finished")
-        out.append({"pair": [str(pair[0]), str(pair[1])], "round": int(round_no), "text": item.get("stdout") or "",
-                    "rc": rc, "timed_out": rc == 124 or unfinished})
+        members = [str(pair[0]), str(pair[1])]
+        failed = rc != 0 or unfinished
+        out.append({"pair": members, "round": int(round_no), "text": item.get("stdout") or "",
+                    "rc": rc, "timed_out": rc == 124 or unfinished,
+                    "lost": [m for m in members if m in gone] if failed else []})
     return out
 
 
@@ -227,7 +235,7 @@ def pair_round(state: Mapping[str, Any], results: Sequence[Mapping[str, Any]], *
             entry = {"pair": list(entry["pair"]), "round": entry.get("round"), "verdict": verdict["status"],
                      "value": verdict.get("value"), "detail": verdict.get("detail"), "rc": entry.get("rc"),
                      "floor": verdict.get("floor"), "series": verdict.get("series"),
-                     "text": entry.get("text", "")}
+                     "text": entry.get("text", ""), "lost": list(entry.get("lost") or [])}
         judged.append(entry)
     band = pair_band(band)
     base = {n: (b or {}).get("value") for n, b in (state.get("baselines") or {}).items()}

@@ -29,7 +29,11 @@ not what. The pair phase finds the node:
   *confirm* (default) with a third as well: f >= 2 and f - p >= 3. (A node
   that fails alone, in a per-node check, never reaches the pair phase.)
 * A node whose pairs never produced a result (launch error, timeout before
-  any row, node gone) is INCOMPLETE after two partners, never PASS. Nodes
+  any row, node gone) is INCOMPLETE after two partners, never PASS. A node
+  found unreachable after a pair that failed (the result's ``lost`` list,
+  from the playbook's reachability probe) is INCOMPLETE at once -- whatever
+  it passed before, it is gone now -- and never paired again, so a dead node
+  costs one pair timeout, not one per round; its partner gets another. Nodes
   still undecided when the rounds run out are INCONSISTENT (WARN: both
   passes and failures, or only MARGINAL pairs) or INCOMPLETE.
 
@@ -166,6 +170,23 @@ def rejudge(results: List[Dict[str, Any]], baselines: Optional[Mapping[str, Opti
     return results
 
 
+def lost_nodes(results: Sequence[Mapping[str, Any]]) -> Dict[str, int]:
+    """node -> the first round after which it was found unreachable (a result's ``lost``
+    names members of that pair only; anything else in it is ignored)."""
+    lost: Dict[str, int] = {}
+    for result in results:
+        members = set(result["pair"])
+        names = result.get("lost") or []
+        if isinstance(names, (str, bytes)) or not isinstance(names, Sequence):
+            continue
+        for name in names:
+            if name in members:
+                rnd = result.get("round")
+                rnd = rnd if isinstance(rnd, int) and not isinstance(rnd, bool) else 0
+                lost[name] = min(lost.get(name, rnd), rnd)
+    return lost
+
+
 def _index(results: Sequence[Mapping[str, Any]]) -> Dict[str, List[Tuple[str, Any]]]:
     """node -> [(partner, pair status)] of every pair it was in."""
     index: Dict[str, List[Tuple[str, Any]]] = {}
@@ -235,6 +256,13 @@ def classify(nodes: Sequence[str], results: Sequence[Mapping[str, Any]],
         if now == blamed:
             break
         blamed = now
+    for node, rnd in lost_nodes(results).items():
+        record = out[node]
+        record["lost"] = True
+        if record["state"] != BLAMED:  # blamed before it vanished: the failures stand
+            record["state"] = INCOMPLETE
+            record["why"] = (f"unreachable after its pair in round {rnd}: not paired again (whatever it passed "
+                             "before, it is gone now); bring it back and run the burn-in in swap mode")
     return out
 
 
@@ -250,12 +278,13 @@ def next_round(nodes: Sequence[str], results: Sequence[Mapping[str, Any]], known
     pair among themselves (new partners only).
     """
     subjects = set(nodes if subjects is None else subjects)
-    known_good = set(known_good) - subjects
     states = classify(nodes, results, confirm)
+    gone = {n for n, rec in states.items() if rec.get("lost")}
+    known_good = set(known_good) - subjects - gone
     index = _index(results)
     met: Dict[str, Set[str]] = {n: {p for p, _ in index.get(n, [])} for n in states}
     used: Dict[str, int] = {n: len(index.get(n, [])) for n in states}
-    waiting = [n for n in sorted(states) if used[n] < max_partners and
+    waiting = [n for n in sorted(states) if used[n] < max_partners and n not in gone and
                (states[n]["state"] == SUSPECT or (states[n]["state"] == UNTESTED and n in subjects))]
     pool = [n for n in sorted(set(nodes) | set(states))
             if states.get(n, {}).get("state") == CLEARED

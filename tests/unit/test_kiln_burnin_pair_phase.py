@@ -131,8 +131,30 @@ def test_pair_records_from_sync_and_async_loop_results():
     sync = [{"__pair": ["a", "b"], "rc": 0, "stdout": "x"}]
     asyn = [{"__job": {"__pair": ["c", "d"]}, "finished": 0}]
     out = kbp.pair_records(sync + asyn, 2)
-    assert out[0] == {"pair": ["a", "b"], "round": 2, "text": "x", "rc": 0, "timed_out": False}
+    assert out[0] == {"pair": ["a", "b"], "round": 2, "text": "x", "rc": 0, "timed_out": False, "lost": []}
     assert out[1]["timed_out"] is True and out[1]["rc"] is None
+
+
+def test_pair_records_name_a_lost_node_only_in_its_own_failed_pair():
+    items = [{"__pair": ["a", "b"], "rc": 0, "stdout": "x"}, {"__pair": ["c", "d"], "rc": 124, "stdout": ""},
+             {"__job": {"__pair": ["e", "f"]}, "finished": 0}]
+    out = kbp.pair_records(items, 1, lost=["a", "d", "f", "zz"])
+    assert [r["lost"] for r in out] == [[], ["d"], ["f"]]  # a's pair succeeded: a answered for it
+
+
+def test_round_never_pairs_a_lost_node_again_and_keeps_it_incomplete():
+    state = kbp.pair_start(["a", "b", "c", "d"], "default", [], [], {}, {}, None)
+    raw = [{"pair": ["a", "c"], "round": 1, "text": CPU, "rc": 0},
+           {"pair": ["b", "d"], "round": 1, "text": "", "rc": 124, "timed_out": True, "lost": ["d"]}]
+    out = run_round(state, raw, 1)
+    assert out["nodes"]["d"]["state"] == "INCOMPLETE" and out["nodes"]["d"]["lost"] is True
+    assert "unreachable after its pair in round 1" in out["nodes"]["d"]["why"]
+    assert out["pairs"] and all("d" not in p for p in out["pairs"])
+    assert any("b" in p for p in out["pairs"])  # its partner gets another
+    final = run_round(state, out["results"], 4)
+    assert final["nodes"]["d"]["state"] == "INCOMPLETE"
+    checks = kbp.pair_checks("d", final["nodes"]["d"], final["results"], None, 0.35)
+    assert checks[0]["status"] == "INCOMPLETE" and "unreachable" in checks[0]["detail"]
 
 
 def judged_nodes(statuses):

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "module_utils"))
@@ -124,6 +126,35 @@ def test_dead_node_is_incomplete_and_its_partners_cleared():
     assert all(s == ki.CLEARED for n, s in st.items() if n != "n3")
 
 
+def test_lost_node_is_never_paired_again_and_costs_one_pair():
+    calls = []
+
+    def run_pair(a, b, _round):
+        calls.append((a, b))
+        if "n3" in (a, b):
+            return {"verdict": "INCOMPLETE", "value": None, "lost": ["n3"]}
+        return {"verdict": "PASS", "value": 1.0}
+    out = ki.isolate(NODES, run_pair, mode="default")
+    st = states(out)
+    assert st["n3"] == ki.INCOMPLETE and out["nodes"]["n3"]["lost"] is True
+    assert sum("n3" in c for c in calls) == 1
+    assert all(s == ki.CLEARED for n, s in st.items() if n != "n3")
+
+
+def test_lost_after_passing_is_incomplete_blamed_stays_blamed():
+    results = [{"pair": ["a", "b"], "round": 1, "status": ki.PAIR_PASS, "value": 1.0},
+               {"pair": ["a", "c"], "round": 2, "status": ki.PAIR_INCOMPLETE, "lost": ["a"]},
+               {"pair": ["d", "b"], "round": 1, "status": ki.PAIR_FAIL},
+               {"pair": ["d", "c"], "round": 2, "status": ki.PAIR_FAIL},
+               {"pair": ["d", "e"], "round": 3, "status": ki.PAIR_FAIL},
+               {"pair": ["d", "f"], "round": 4, "status": ki.PAIR_INCOMPLETE, "lost": ["d", "zz"]}]
+    out = ki.classify("abcdef", results, confirm=True)
+    assert out["a"]["state"] == ki.INCOMPLETE and out["a"]["lost"]
+    assert out["d"]["state"] == ki.BLAMED
+    assert "zz" not in out  # a name outside the pair is ignored
+    assert ki.lost_nodes(results) == {"a": 2, "d": 4}
+
+
 def test_reference_uses_baselines_when_the_run_is_small():
     results = [{"pair": ["a", "c"], "value": 0.85, "verdict": "PASS"},
                {"pair": ["b", "d"], "value": 1.0, "verdict": "PASS"}]
@@ -225,3 +256,35 @@ def test_noisy_small_cluster_still_reaches_a_verdict():
     out = ki.isolate(list("abcd"), run_pair, mode="default", baselines={n: 1.0 for n in "abcd"})
     st = {n: r["state"] for n, r in out["nodes"].items()}
     assert st == {"a": ki.CLEARED, "b": ki.CLEARED, "c": ki.BLAMED, "d": ki.CLEARED}
+
+
+_STATUSES = [ki.PAIR_PASS, ki.PAIR_MARGINAL, ki.PAIR_SLOW, ki.PAIR_FAIL, ki.PAIR_INCOMPLETE]
+
+
+@st.composite
+def _pair_histories(draw):
+    nodes = [f"n{i}" for i in range(draw(st.integers(2, 7)))]
+    results = []
+    for rnd in range(1, draw(st.integers(1, 5))):
+        a, b = draw(st.lists(st.sampled_from(nodes), min_size=2, max_size=2, unique=True))
+        status = draw(st.sampled_from(_STATUSES))
+        lost = draw(st.lists(st.sampled_from([a, b, "other"]), max_size=2)) if status != ki.PAIR_PASS else []
+        results.append({"pair": [a, b], "round": rnd, "status": status, "value": 1.0, "lost": lost})
+    return nodes, results
+
+
+@settings(max_examples=300, deadline=None)
+@given(_pair_histories(), st.booleans())
+def test_lost_nodes_are_never_cleared_nor_paired_again(history, confirm):
+    nodes, results = history
+    gone = ki.lost_nodes(results)
+    states_now = ki.classify(nodes, results, confirm=confirm)
+    final = ki.finish(nodes, results, confirm=confirm, band=0.2)
+    pairs = ki.next_round(nodes, results, known_good=nodes[:2], confirm=confirm)
+    flat = [n for p in pairs for n in p]
+    assert len(flat) == len(set(flat))  # disjoint
+    for node in gone:
+        assert node in nodes
+        assert states_now[node]["state"] in (ki.INCOMPLETE, ki.BLAMED)
+        assert final[node]["state"] in (ki.INCOMPLETE, ki.BLAMED)
+        assert node not in flat

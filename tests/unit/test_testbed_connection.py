@@ -188,6 +188,26 @@ def test_a_stopped_container_falls_back_to_podman_exec(monkeypatch: pytest.Monke
     assert conn.calls[0][0][0] == "inspect"
 
 
+@pytest.mark.parametrize("in_data", [None, b"MODULE"])
+def test_a_container_that_is_down_is_unreachable_as_a_dead_ssh_host(in_data: Any) -> None:
+    class Down(Recorder):
+        def _podman(self, cmd: Any, cmd_args: Any = None, in_data: Any = None,
+                    use_container_id: bool = True) -> tuple[int, bytes, bytes]:
+            self.calls.append((cmd, cmd_args, in_data, use_container_id))
+            return 255, b"", b"Error: can only create exec sessions on running containers: container state improper"
+
+    conn = Down()
+    conn._connect()
+    with pytest.raises(plugin.AnsibleConnectionFailure, match="kiln-node is not running"):
+        conn.exec_command("/bin/sh -c true", in_data=in_data)
+
+
+def test_a_failing_command_in_a_running_container_is_only_a_failure() -> None:
+    assert not plugin.not_running(1, b"ls: cannot access 'x': No such file or directory")
+    assert not plugin.not_running(0, b"container state improper")  # rc 0: the command ran
+    assert plugin.not_running(125, b"Error: no such container kiln-node")
+
+
 def test_the_cached_record_is_used_while_its_process_lives(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import json
     monkeypatch.setattr(os, "geteuid", lambda: 0)

@@ -20,9 +20,10 @@ outlive its node. The container's PID, start time, environment and limits
 are looked up once (``podman inspect``) and cached per container in a file,
 checked against /proc before each use (a restarted container is looked up
 again). Without root, nsenter, or with a non-root remote user, or for a
-container that is not running, it falls back to ``podman exec -i`` (whose
-error a stopped node's task reports, as before). File transfers use the same
-process (``cat`` from/to its standard streams).
+container that is not running, it falls back to ``podman exec -i``. A
+container that is stopped or gone is reported as SSH reports a host that is
+down: unreachable (AnsibleConnectionFailure), not as a failed module. File
+transfers use the same process (``cat`` from/to its standard streams).
 
 It takes the short name ``podman``: ansible.cfg's ``connection_plugins`` (and
 molecule's ANSIBLE_CONNECTION_PLUGINS, .config/molecule/config.yml) put this
@@ -44,7 +45,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ansible.errors import AnsibleError
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.connection import ConnectionBase
 from ansible_collections.containers.podman.plugins.connection.podman import Connection as _PodmanConnection
@@ -141,6 +142,15 @@ def namespace_flags(pid: int) -> list[str]:
     return flags
 
 
+#: What podman exec says for a container that is not running (stopped, killed, removed).
+NOT_RUNNING = (b"container state improper", b"no such container", b"is not running")
+
+
+def not_running(rc: int, stderr: bytes) -> bool:
+    """True when podman exec failed because the container is not running (a node that is down)."""
+    return rc != 0 and any(marker in (stderr or b"").lower() for marker in NOT_RUNNING)
+
+
 def _cache_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"kiln-testbed-ns-{os.getuid()}"
 
@@ -222,11 +232,16 @@ class Connection(_PodmanConnection):
             ConnectionBase.exec_command(self, cmd, in_data=in_data, sudoable=sudoable)
             return self._ns_run(target, shlex.split(to_native(cmd, errors="surrogate_or_strict")), in_data)
         if in_data is None:
-            return super().exec_command(cmd, in_data=None, sudoable=sudoable)
-        # the collection runs "podman exec" without -i, which drops the standard input
-        ConnectionBase.exec_command(self, cmd, in_data=in_data, sudoable=sudoable)
-        args = ["exec", "-i"] + (["--user", self.user] if self.user else [])
-        return self._podman(args, shlex.split(to_native(cmd, errors="surrogate_or_strict")), in_data)
+            result = super().exec_command(cmd, in_data=None, sudoable=sudoable)
+        else:
+            # the collection runs "podman exec" without -i, which drops the standard input
+            ConnectionBase.exec_command(self, cmd, in_data=in_data, sudoable=sudoable)
+            args = ["exec", "-i"] + (["--user", self.user] if self.user else [])
+            result = self._podman(args, shlex.split(to_native(cmd, errors="surrogate_or_strict")), in_data)
+        if not_running(result[0], result[2]):
+            raise AnsibleConnectionFailure(
+                f"kiln test bed: {self._container_id} is not running (a node that is down): {to_native(result[2])[:200]}")
+        return result
 
     def put_file(self, in_path: str, out_path: str) -> None:
         target = self._ns_target()
