@@ -180,7 +180,7 @@ def lost_nodes(results: Sequence[Mapping[str, Any]]) -> Dict[str, int]:
         if isinstance(names, (str, bytes)) or not isinstance(names, Sequence):
             continue
         for name in names:
-            if name in members:
+            if isinstance(name, str) and name in members:
                 rnd = result.get("round")
                 rnd = rnd if isinstance(rnd, int) and not isinstance(rnd, bool) else 0
                 lost[name] = min(lost.get(name, rnd), rnd)

@@ -194,18 +194,38 @@ def test_a_container_that_is_down_is_unreachable_as_a_dead_ssh_host(in_data: Any
         def _podman(self, cmd: Any, cmd_args: Any = None, in_data: Any = None,
                     use_container_id: bool = True) -> tuple[int, bytes, bytes]:
             self.calls.append((cmd, cmd_args, in_data, use_container_id))
+            if cmd[:2] == ["container", "inspect"]:
+                return 0, b"false\n", b""
             return 255, b"", b"Error: can only create exec sessions on running containers: container state improper"
 
     conn = Down()
     conn._connect()
     with pytest.raises(plugin.AnsibleConnectionFailure, match="kiln-node is not running"):
         conn.exec_command("/bin/sh -c true", in_data=in_data)
+    assert conn.calls[-1][0][:2] == ["container", "inspect"]
 
 
-def test_a_failing_command_in_a_running_container_is_only_a_failure() -> None:
+def test_a_command_that_prints_the_same_words_in_a_running_container_is_only_a_failure() -> None:
+    class Running(Recorder):
+        def _podman(self, cmd: Any, cmd_args: Any = None, in_data: Any = None,
+                    use_container_id: bool = True) -> tuple[int, bytes, bytes]:
+            self.calls.append((cmd, cmd_args, in_data, use_container_id))
+            if cmd[:2] == ["container", "inspect"]:
+                return 0, b"true\n", b""
+            return 255, b"", b"docker: Error: no such container web"
+
+    conn = Running()
+    conn._connect()
+    assert conn.exec_command("docker start web", in_data=b"x")[0] == 255
+
+
+def test_only_podmans_own_error_codes_hint_at_a_node_that_is_down() -> None:
     assert not plugin.not_running(1, b"ls: cannot access 'x': No such file or directory")
     assert not plugin.not_running(0, b"container state improper")  # rc 0: the command ran
-    assert plugin.not_running(125, b"Error: no such container kiln-node")
+    assert not plugin.not_running(2, b"Error: no such container web")  # the command's own exit code
+    assert plugin.not_running(125, b'Error: no container with name or ID "kiln-node" found: no such container')
+    assert plugin.not_running(255, b"Error: can only create exec sessions on running containers: "
+                                   b"container state improper")
 
 
 def test_the_cached_record_is_used_while_its_process_lives(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -142,13 +142,17 @@ def namespace_flags(pid: int) -> list[str]:
     return flags
 
 
-#: What podman exec says for a container that is not running (stopped, killed, removed).
-NOT_RUNNING = (b"container state improper", b"no such container", b"is not running")
+#: What podman exec says, exiting 255 (stopped) or 125 (removed), for a container that is not running.
+NOT_RUNNING = (b"container state improper", b"no such container")
 
 
 def not_running(rc: int, stderr: bytes) -> bool:
-    """True when podman exec failed because the container is not running (a node that is down)."""
-    return rc != 0 and any(marker in (stderr or b"").lower() for marker in NOT_RUNNING)
+    """True when podman exec's own error says the container is not running (a node that is down).
+
+    Only a hint: a command in a running container may exit 255 and print the same words,
+    so the connection confirms it with ``podman container inspect`` before it says unreachable.
+    """
+    return rc in (125, 255) and any(marker in (stderr or b"").lower() for marker in NOT_RUNNING)
 
 
 def _cache_dir() -> Path:
@@ -238,10 +242,15 @@ class Connection(_PodmanConnection):
             ConnectionBase.exec_command(self, cmd, in_data=in_data, sudoable=sudoable)
             args = ["exec", "-i"] + (["--user", self.user] if self.user else [])
             result = self._podman(args, shlex.split(to_native(cmd, errors="surrogate_or_strict")), in_data)
-        if not_running(result[0], result[2]):
+        if not_running(result[0], result[2]) and self._is_down():
             raise AnsibleConnectionFailure(
                 f"kiln test bed: {self._container_id} is not running (a node that is down): {to_native(result[2])[:200]}")
         return result
+
+    def _is_down(self) -> bool:
+        """The container is stopped or gone (podman container inspect: not running, or no such container)."""
+        rc, out, _ = self._podman(["container", "inspect", "--format", "{{.State.Running}}"])
+        return rc != 0 or to_native(out).strip() != "true"
 
     def put_file(self, in_path: str, out_path: str) -> None:
         target = self._ns_target()
