@@ -20,6 +20,7 @@ if _KILN_MODULE_UTILS not in sys.path:
     sys.path.insert(0, _KILN_MODULE_UTILS)
 
 from kiln_compat_engine import (  # noqa: E402  (module_utils put on sys.path just above)
+    gpudirect,
     inventory,
     lookup,
     packages,
@@ -52,6 +53,9 @@ FILTERS: dict[str, Any] = {
     "kiln_cuda_repo": repos.kiln_cuda_repo,
     "kiln_container_toolkit_repo": repos.kiln_container_toolkit_repo,
     "kiln_torch_index": repos.kiln_torch_index,
+    "kiln_doca_repo": repos.kiln_doca_repo,
+    "kiln_gpudirect": gpudirect.kiln_gpudirect,
+    "kiln_ofed_builds": packages.kiln_ofed_builds,
     "kiln_stacks_by_host": inventory.kiln_stacks_by_host,
     "kiln_stack_report": report.kiln_stack_report,
     "kiln_hostlist": inventory.kiln_hostlist,

@@ -71,6 +71,32 @@ def _detected_gpus(facts: Any) -> list[str]:
     return found
 
 
+def _detected_hcas(facts: Any) -> list[str]:
+    """Distinct HCA generations a host's facts report (``kiln_fabric.hcas[*].model``), in order; [] without.
+
+    An HCA whose model the fact module could not name is reported by its ``hca_type`` (``hca_type MT4133``),
+    so a generation the data does not know is a warning (``hca-detected-unknown``), never silent.
+    """
+    if not isinstance(facts, Mapping):
+        return []
+    fabric = facts.get("kiln_fabric")
+    hcas = fabric.get("hcas") if isinstance(fabric, Mapping) else None
+    if not isinstance(hcas, (list, tuple)):
+        return []
+    found: list[str] = []
+    for hca in hcas[:64]:
+        if not isinstance(hca, Mapping):
+            continue
+        model = hca.get("model")
+        if not isinstance(model, str) or not model:
+            kind = hca.get("hca_type")
+            model = f"hca_type {kind[:24]}" if isinstance(kind, str) and kind else "an HCA with no hca_type"
+        model = model[:schema.MAX_TEXT]
+        if model not in found:
+            found.append(model)
+    return found
+
+
 def _input(stack_raw: Any, allow_raw: Any, var: str, allow_var: str) -> tuple[Any, Any, bool, list[dict[str, str]]]:
     """Bound, copy and pre-check one host's (kiln_stack, kiln_stack_allow): (stack, allow, templated, problems)."""
     problems: list[dict[str, str]] = []
@@ -98,7 +124,8 @@ def kiln_stacks_by_host(hostvars: Mapping[str, Any], hosts: Sequence[str], var: 
     is copied (an alias bomb is refused, not expanded: ``problems``). GPUs reported
     by host facts (``ansible_facts.kiln_gpu`` / ``kiln_gpus`` / ``ansible_local``)
     go to ``detected_gpus``; the first known one becomes ``stack.gpu`` when the
-    inventory names none.
+    inventory names none. HCA generations reported by ``ansible_facts.kiln_fabric``
+    go to ``detected_hcas`` (checked by the rules ``ofed-hca`` / ``hca-detected-unknown``).
     """
     if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Iterable):
         raise CompatError(f"kiln_stacks_by_host: hosts must be a list of host names, got {show(hosts)}")
@@ -129,6 +156,7 @@ def kiln_stacks_by_host(hostvars: Mapping[str, Any], hosts: Sequence[str], var: 
             stack, allow, _t, problems = _input(templated_vars.get(var), templated_vars.get(allow_var), var, allow_var)
         facts = hv.get("ansible_facts") if "ansible_facts" in hv else None
         detected = _detected_gpus(facts) if facts else []
+        hcas = _detected_hcas(facts) if facts else []
         if problems:
             key = "!" + json.dumps(problems, sort_keys=True)
             item = {"stack": None, "allow": [], "problems": problems}
@@ -138,12 +166,13 @@ def kiln_stacks_by_host(hostvars: Mapping[str, Any], hosts: Sequence[str], var: 
                 if known:
                     stack = dict(stack, gpu=known)
             try:
-                key = json.dumps([stack, allow, detected], sort_keys=True, default=repr)
+                key = json.dumps([stack, allow, detected, hcas], sort_keys=True, default=repr)
             except (TypeError, ValueError):  # keys YAML made non-strings: still one group per distinct input
-                key = repr([stack, allow, detected])
+                key = repr([stack, allow, detected, hcas])
             item = {"stack": stack, "allow": allow, "problems": []}
         if key not in groups:
-            groups[key] = {**item, "hosts": [], **({"detected_gpus": detected} if detected else {})}
+            groups[key] = {**item, "hosts": [], **({"detected_gpus": detected} if detected else {}),
+                           **({"detected_hcas": hcas} if hcas else {})}
         groups[key]["hosts"].append(str(host))
     return list(groups.values())
 

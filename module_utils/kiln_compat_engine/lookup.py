@@ -156,3 +156,32 @@ def kiln_gpu_pci_models(models: Sequence[str] | None = None) -> dict[str, dict[s
             out[pci_id] = {"model": var["name"], "architecture": entry["arch"], "nvswitch": bool(var.get("nvswitch")),
                            "family": family}
     return out
+
+
+def _doca_release(version: str | None) -> tuple[str, dict[str, Any], str | None, dict[str, Any] | None] | None:
+    """A DOCA version to ``(release key, release entry, update key, update entry)``; None when unknown.
+
+    ``3.2.1`` names that update; ``3.2`` the release, whose newest known update (if any) is taken.
+    An update the data does not list gives ``(release key, entry, None, None)``.
+    """
+    if not isinstance(version, str) or not re.fullmatch(r"[0-9]{1,4}(?:\.[0-9]{1,4}){0,4}", version, re.ASCII):
+        return None
+    releases = compat_data()["ofed"]["doca_releases"]
+    key = _mm(version)
+    entry = releases.get(key)
+    if not isinstance(entry, dict):
+        return None
+    updates = entry.get("updates") or {}
+    if version == key:
+        if not updates:
+            return key, entry, None, None
+        newest = max(updates, key=kiln_version_key)
+        return key, entry, newest, updates[newest]
+    if version in updates:
+        return key, entry, version, updates[version]
+    return key, entry, None, None
+
+
+def _hca_names() -> list[str]:
+    """The HCA generation names kiln's data knows (the shared contract of kiln_fabric.HCA_MODELS)."""
+    return list(compat_data()["ofed"]["hca_generations"]["names"])

@@ -14,7 +14,7 @@ from typing import Any
 
 from .data import compat_data
 from .errors import CompatError
-from .lookup import _driver_branch, _os_entry
+from .lookup import _doca_release, _driver_branch, _os_entry
 from .resolve import kiln_resolve_stack
 from .schema import show
 from .stack import _normalise_stack
@@ -28,7 +28,11 @@ DISTRO_COMPONENTS = ("slurmctld", "slurmd", "munge", "pmix", "openmpi", "openmpi
 PACKAGE_COMPONENTS = NVIDIA_COMPONENTS + DISTRO_COMPONENTS
 # The build key of each distribution component (openmpi_dev is built with openmpi).
 _BUILD_KEY = {"slurmctld": "slurm", "slurmd": "slurm", "munge": "munge", "pmix": "pmix", "openmpi": "openmpi",
-              "openmpi_dev": "openmpi", "mpi4py": "mpi4py", "node_exporter": "node_exporter"}
+              "openmpi_dev": "openmpi", "mpi4py": "mpi4py", "node_exporter": "node_exporter",
+              # the inbox RDMA stack (rendered by kiln_pkg(stack, 'ofed'), not a component of their own)
+              "rdma_core": "rdma_core", "perftest": "perftest"}
+# The package groups of each RDMA stack kind (kiln_pkg(stack, 'ofed')).
+OFED_GROUPS = {"inbox": ("rdma_core", "perftest"), "doca": ("doca_ofed",), "mlnx": ()}
 
 
 def _pkg_mgr_and_el(target: str | None, stack: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -157,11 +161,53 @@ def kiln_pkg(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = Non
             raise CompatError("kiln_pkg: DCGM 4 packages are per CUDA major: set kiln_stack.driver or kiln_stack.cuda")
         fields.update(version=ver, dcgm_cuda=r["dcgm_cuda_major"])
         return _render(mgr, "dcgm4", fields)
-    # ofed
+    # ofed: inbox -> rdma-core's packages and perftest at their distribution builds; doca -> the
+    # profile's metapackage at its exact version; mlnx -> [] (MLNX_OFED installs from NVIDIA's tarball
+    # with mlnxofedinstall, not from a package repository kiln can pin).
+    os_id = pkg_mgr if pkg_mgr not in (None, "apt", "dnf", "yum") else r.get("os")
+    osx = _os_entry(os_id) if os_id else None
+    builds = kiln_ofed_builds(stack, osx[0] if osx else None)
     ofed = r.get("ofed") or {}
-    if ofed.get("kind") != "doca":
-        return []
-    return _render(mgr, "ofed_doca", fields)
+    if ofed.get("kind") == "inbox":
+        out: list[str] = []
+        for group in OFED_GROUPS["inbox"]:
+            out += _render(mgr, group, dict(fields, build=builds[group]["build"]), osx[0] if osx else None)
+        return out
+    if ofed.get("kind") == "doca":
+        fields.update(profile=ofed.get("profile", "doca-ofed"), build=builds["doca_ofed"]["build"])
+        return _render(mgr, "ofed_doca", fields)
+    return []
+
+
+def kiln_ofed_builds(stack: Mapping[str, Any], os_id: str | None = None) -> dict[str, dict[str, Any]]:
+    """The exact build of each package group of the stack's RDMA stack: ``{group: {build, from, recorded}}``.
+
+    inbox: ``rdma_core`` and ``perftest`` (kiln_distro_build: kiln_stack.builds, else distro_builds);
+    doca: ``doca_ofed`` (kiln_stack.builds.doca_ofed, else the DOCA update's ``doca_ofed`` in
+    data/compat.yml); mlnx or no ofed: ``{}``. ``build: None`` means the package is installed at the
+    repository's candidate and held there (preflight plan lists it under ``candidates``).
+    """
+    s = _normalise_stack(stack)
+    kind = (s.get("ofed") or {}).get("kind")
+    if kind == "inbox":
+        return {g: kiln_distro_build(stack, g, os_id) for g in OFED_GROUPS["inbox"]}
+    if kind != "doca":
+        return {}
+    pinned = (s.get("builds") or {}).get("doca_ofed")
+    if pinned:
+        return {"doca_ofed": {"build": pinned, "from": "kiln_stack.builds.doca_ofed", "recorded": True}}
+    found = _doca_release((s.get("ofed") or {}).get("version"))
+    upd, entry = (found[2], found[3]) if found else (None, None)
+    osx = _os_entry(os_id or s.get("os") or "")
+    by_os = (entry or {}).get("doca_ofed_by_os") or {}
+    if osx and by_os.get(osx[0]):
+        return {"doca_ofed": {"build": by_os[osx[0]],
+                              "from": f"data/compat.yml ofed.doca_releases.{found[0]}.updates.{upd}.doca_ofed_by_os.{osx[0]}",
+                              "recorded": True, "confidence": entry.get("doca_ofed_confidence", entry.get("confidence"))}}
+    if entry and entry.get("doca_ofed"):
+        return {"doca_ofed": {"build": entry["doca_ofed"], "from": f"data/compat.yml ofed.doca_releases.{found[0]}.updates.{upd}",
+                              "recorded": True, "confidence": entry.get("confidence")}}
+    return {"doca_ofed": {"build": None, "from": None, "recorded": False}}
 
 
 def kiln_distro_build(stack: Mapping[str, Any], component: str, os_id: str | None = None) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from typing import Any
 from .errors import CompatError
 from .inventory import kiln_hostlist
 from .lookup import _os_entry
-from .packages import DISTRO_COMPONENTS, PACKAGE_COMPONENTS, kiln_distro_build, kiln_pkg
-from .repos import _check_repos, kiln_repo, kiln_torch_index
+from .gpudirect import kiln_gpudirect
+from .packages import DISTRO_COMPONENTS, PACKAGE_COMPONENTS, kiln_distro_build, kiln_ofed_builds, kiln_pkg
+from .repos import _check_repos, kiln_doca_repo, kiln_repo, kiln_torch_index
 from .resolve import kiln_resolve_stack
 from .stack import stack_problems
 
@@ -64,13 +65,24 @@ def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence
                 os_key = (_os_entry(stack["os"]) or ("",))[0]
                 entry["candidates"] = [c for c in pk if c in DISTRO_COMPONENTS
                                        and not kiln_distro_build(stack, c, os_key)["recorded"]]
+                if "ofed" in pk and not all(b["recorded"] for b in kiln_ofed_builds(stack, os_key).values()):
+                    entry["candidates"].append("ofed")
                 entry["repos"] = {"cuda": kiln_repo("cuda", stack["os"], site, arch)}
                 if stack.get("container_toolkit"):
                     entry["repos"]["container_toolkit"] = kiln_repo("container_toolkit", stack["os"], site, arch)
+                if (resolved.get("ofed") or {}).get("kind") == "doca":
+                    try:
+                        doca = kiln_doca_repo(stack, (site.get("doca") or {}).get("url"), arch)
+                        doca.update({k: site["doca"][k] for k in ("key_url", "fingerprint") if site.get("doca", {}).get(k)})
+                        entry["repos"]["doca"] = doca
+                    except CompatError as exc:
+                        entry["errors"].append(f"doca repository: {exc}")
                 if stack.get("slurm") and site.get("slurm", {}).get("url"):
                     entry["repos"]["slurm"] = kiln_repo("slurm", stack["os"], site, arch)
             elif stack:
                 entry["errors"].append("no (known) kiln_stack.os: package strings cannot be rendered")
+            if (resolved.get("ofed") or {}).get("kind"):
+                entry["gpudirect"] = kiln_gpudirect(stack)
             if stack.get("torch"):
                 try:
                     entry["pip"] = kiln_torch_index(stack, torch_base_url)
@@ -103,7 +115,7 @@ def kiln_plan_text(plan: Mapping[str, Any]) -> list[str]:
     """Human-readable lines for a kiln_plan result (one block per group and stack)."""
     lines: list[str] = []
     order = ("gpu", "os", "kernel", "driver", "driver_flavor", "fabricmanager", "cuda", "cudnn", "nccl", "torch",
-             "container_toolkit", "dcgm", "ofed", "slurm", "kubernetes")
+             "container_toolkit", "dcgm", "ofed", "hca", "slurm", "kubernetes")
     for group, info in (plan.get("groups") or {}).items():
         lines.append(f"== group {group} ({info['hosts']} hosts) ==")
         for st in info["stacks"]:
@@ -116,6 +128,8 @@ def kiln_plan_text(plan: Mapping[str, Any]) -> list[str]:
                 val = stack[key]
                 if isinstance(val, Mapping):
                     val = " ".join(f"{k}={v}" for k, v in val.items())
+                elif isinstance(val, (list, tuple)):
+                    val = ", ".join(str(v) for v in val)
                 extra = ""
                 if key == "cuda" and res.get("cuda_full") and res["cuda_full"] != str(stack[key]):
                     extra = f" -> {res['cuda_full']}"
@@ -134,6 +148,9 @@ def kiln_plan_text(plan: Mapping[str, Any]) -> list[str]:
                 lines.append(f"    pkg {comp:<15} {' '.join(pkgs)}{note}")
             for name, repo in (st.get("repos") or {}).items():
                 lines.append(f"    repo {name:<14} {repo['url']}")
+            if st.get("gpudirect"):
+                gd = st["gpudirect"]
+                lines.append(f"    {'gpudirect':<19} {gd['method']} (requested {gd['requested']}): {gd['why']}")
             if st.get("pip"):
                 lines.append(f"    pip {'torch':<15} {st['pip']['requirement']} --index-url {st['pip']['index_url']}")
             for err in st.get("errors") or []:

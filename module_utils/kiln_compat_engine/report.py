@@ -33,7 +33,8 @@ def kiln_stack_report(stacks: Sequence[Mapping[str, Any]], today: str | None = N
             if item.get("problems"):
                 viols = _invalid(item["problems"])
             else:
-                viols = kiln_stack_violations(item.get("stack"), item.get("allow"), today, item.get("detected_gpus"))
+                viols = kiln_stack_violations(item.get("stack"), item.get("allow"), today, item.get("detected_gpus"),
+                                              item.get("detected_hcas"))
         except CompatError as exc:
             viols = _invalid([{"key": "kiln_stack", "message": f"{exc}".replace("kiln: ", "")[:2000],
                                "fix": "Fix kiln_stack / kiln_stack_allow for these hosts (see docs/compat.md)."}])
@@ -51,6 +52,7 @@ def kiln_stack_report(stacks: Sequence[Mapping[str, Any]], today: str | None = N
             (errors if v["severity"] == ERROR else warnings).append(line)
         out.append({"stack": item.get("stack"), "allow": item.get("allow") or [], "hosts": hosts,
                     "hostlist": hostlist, "violations": viols, "problems": item.get("problems") or [],
-                    **({"detected_gpus": item["detected_gpus"]} if item.get("detected_gpus") else {})})
+                    **({"detected_gpus": item["detected_gpus"]} if item.get("detected_gpus") else {}),
+                    **({"detected_hcas": item["detected_hcas"]} if item.get("detected_hcas") else {})})
     return {"stacks": out, "errors": errors, "warnings": warnings, "error_count": len(errors),
             "warning_count": len(warnings), "evaluations": len(out)}

@@ -14,7 +14,7 @@ from . import schema
 from .data import compat_data
 from .errors import CompatError
 from .inventory import _plain, kiln_hostlist
-from .lookup import _os_entry
+from .lookup import _doca_release, _os_entry
 from .resolve import kiln_resolve_stack
 from .schema import show
 
@@ -74,7 +74,51 @@ def kiln_container_toolkit_repo(os: str, base_url: str | None = None, arch: str 
     return out
 
 
-REPO_NAMES = ("cuda", "container_toolkit", "slurm", "torch")
+def kiln_doca_repo(stack: Mapping[str, Any], base_url: str | None = None, arch: str = "x86_64") -> dict[str, Any]:
+    """The DOCA-Host network repository of a stack's OS and DOCA version (``{}`` unless ofed kind is doca).
+
+    ``{os, distro, arch, pkg_mgr, version, url, path, key_url, fingerprint, fingerprint_var, repo_package}``;
+    apt adds ``suite`` (``./``), ``keyring_path`` and ``apt_line``. ``url`` is ``<base_url>/<path>``, ``path``
+    ``<version>/<distro>/<arch>/``; ``base_url`` replaces the data's default for mirrors. ``fingerprint`` is
+    None: kiln's sources give no full fingerprint, so ``kiln_repos.doca.fingerprint`` must pin it.
+    ``repo_package`` is the doca-host local-repo package version of that update (None when unknown).
+    """
+    r = kiln_resolve_stack(stack)
+    ofed = r.get("ofed") or {}
+    if ofed.get("kind") != "doca":
+        return {}
+    repo = compat_data()["repos"]["doca"]
+    if arch not in repo["arch_dirs"]:
+        raise CompatError(f"kiln_doca_repo: unknown arch {show(arch)}; use one of {list(repo['arch_dirs'])}")
+    if not r.get("os"):
+        raise CompatError("kiln_doca_repo: the DOCA repository is per OS: set kiln_stack.os")
+    ver = ofed.get("version")
+    found = _doca_release(ver) if ver else None
+    if not found:
+        raise CompatError(f"kiln_doca_repo: DOCA {show(ver)} is not a release in data/compat.yml; set "
+                          f"kiln_stack.ofed.version to one (e.g. \"3.2.1\")")
+    key, rel, upd, upd_entry = found
+    os_entry = (rel.get("os") or {}).get(r["os"])
+    if not os_entry:
+        raise CompatError(f"kiln_doca_repo: DOCA {ver} is not built for {r['os']} (preflight rule doca-os); "
+                          f"DOCA {key} serves: {', '.join(rel.get('os') or {}) or 'no OS recorded'}")
+    version = ver if ver.count(".") >= 2 else (upd or key)
+    osx = _os_entry(r["os"])
+    mgr = osx[1]["pkg_mgr"] if osx else r.get("pkg_mgr")
+    base = _base(base_url, repo["base_url"])
+    path = f"{version}/{os_entry['distro']}/{repo['arch_dirs'][arch]}/"
+    url = f"{base}/{path}"
+    out: dict[str, Any] = {"os": r["os"], "distro": os_entry["distro"], "arch": arch, "pkg_mgr": mgr, "version": version,
+                           "url": url, "path": path, "key_url": f"{base}/{repo['key_file']}",
+                           "fingerprint": repo.get("key_fingerprint"), "fingerprint_var": "kiln_repos.doca.fingerprint",
+                           "repo_package": (upd_entry or {}).get("doca_host") if upd == version else None}
+    if mgr == "apt":
+        out.update(suite="./", keyring_path=repo["deb_keyring_path"],
+                   apt_line=f"deb [signed-by={repo['deb_keyring_path']}] {url} ./")
+    return out
+
+
+REPO_NAMES = ("cuda", "container_toolkit", "slurm", "torch", "doca")
 _REPO_KEYS = ("url", "key_url", "fingerprint")
 
 
@@ -162,6 +206,8 @@ def kiln_repo(name: str, os: str | None = None, repos: Any = None, arch: str = "
                                      "repository's signing key URL and its full fingerprint.")
         return {"name": "slurm", "url": site["url"], "key_url": site["key_url"], "fingerprint": site["fingerprint"],
                 "fingerprint_var": "kiln_repos.slurm.fingerprint"}
+    if name == "doca":
+        raise CompatError("kiln_repo: the DOCA repository depends on the stack's DOCA version: use kiln_doca_repo(stack)")
     if not os:
         raise CompatError(f"kiln_repo: the {name} repository needs an OS id (kiln_stack.os)")
     base = kiln_cuda_repo(os, site.get("url"), arch) if name == "cuda" else kiln_container_toolkit_repo(os, site.get("url"), arch)

@@ -191,6 +191,7 @@ class Field:
     shorthand: str | None = None  # nested: a plain string means {shorthand: value}
     version: bool = True  # a float/int here is an unquoted version
     required: tuple[str, ...] = ()  # nested: keys that must be present (and not null)
+    many: int = 0  # a scalar or a list of at most this many scalars (0: a scalar only)
 
     def matches(self, text: str) -> bool:
         return bool(self.pattern is None or re.fullmatch(self.pattern, text, _A))
@@ -221,7 +222,12 @@ STACK_FIELDS: dict[str, Field] = {
         # kind: the allowed list is the data's (ofed.kinds), checked by the caller's extra check
         "kind": Field("an RDMA stack kind", "doca", r"[A-Za-z]{1,16}", version=False),
         "version": Field("an RDMA stack release", "3.2.1", r"[0-9]{1,4}(?:\.[0-9]{1,4}){0,4}(?:-[0-9]{1,4}(?:\.[0-9]{1,4}){0,4})?"),
+        "gpudirect": Field("a GPUDirect RDMA method", "auto", choices=("auto", "dma_buf", "peermem", "none"), version=False),
+        # profile: the allowed list is the data's (ofed.profiles), checked by the caller's extra check
+        "profile": Field("a DOCA-Host installation profile", "doca-ofed", r"doca-[a-z][a-z-]{0,30}", version=False),
     }),
+    # hca: names are checked against the data (ofed.hca_generations) by the caller's extra check
+    "hca": Field("an HCA generation (or a list of them)", "ConnectX-7", r"[A-Za-z][A-Za-z0-9 -]{0,31}", version=False, many=16),
     "slurm": Field("Slurm daemon versions", '{slurmdbd: "25.11", slurmctld: "25.11", slurmd: "25.11"}', version=False, sub={
         d: Field(f"a {d} version", "25.11", r"[0-9]{2}\.[0-9]{2}(?:\.[0-9]{1,3})?") for d in ("slurmdbd", "slurmctld", "slurmd")
     }),
@@ -229,7 +235,8 @@ STACK_FIELDS: dict[str, Field] = {
         c: Field(f"the exact {c} package version (apt: Debian version, dnf: version-release)", ex, _BUILD)
         for c, ex in (("slurm", "22.05.8-4+deb12u3"), ("slurmctld", "22.05.8-4+deb12u3"), ("slurmd", "22.05.8-4+deb12u3"),
                       ("munge", "0.5.15-2+deb12u1"), ("pmix", "4.2.2-1+deb12u1"), ("openmpi", "4.1.4-3+b1"),
-                      ("mpi4py", "3.1.4-2+b2"), ("node_exporter", "1.5.0-1+b6"))
+                      ("mpi4py", "3.1.4-2+b2"), ("node_exporter", "1.5.0-1+b6"), ("rdma_core", "44.0-2"),
+                      ("perftest", "4.5+0.17-1"), ("doca_ofed", "2.9.5-0.1.8"))
     }),
     "kubernetes": Field("Kubernetes component versions", '{apiserver: "1.33", kubelet: "1.33", kubectl: "1.33"}',
                         version=False, sub={
@@ -323,6 +330,13 @@ def _check_mapping(path: str, fields: Mapping[str, Field], value: Mapping[Any, A
             out.extend({"key": f"{sub_path}.{need}", "message": f"{sub_path} has no {need}.",
                         "fix": f"Write {sub_path} as {field.example}."}
                        for need in field.required if sub.get(need) is None)
+        elif field.many and isinstance(sub, (list, tuple)):
+            if len(sub) > field.many:
+                out.append({"key": sub_path, "message": f"{sub_path} is {describe(sub)}; at most {field.many} are allowed.",
+                            "fix": f"List each distinct {field.what.split(' (')[0]} once, e.g. [\"{field.example}\"]."})
+                continue
+            for i, item in enumerate(sub):
+                out.extend(_check_scalar(f"{sub_path}[{i}]", field, item, extra))
         else:
             out.extend(_check_scalar(sub_path, field, sub, extra))
     return out

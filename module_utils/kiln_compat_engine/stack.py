@@ -24,20 +24,33 @@ from .violations import _violation
 
 STACK_KEYS = (
     "gpu", "os", "kernel", "driver", "driver_flavor", "fabricmanager", "cuda", "cudnn", "nccl", "torch",
-    "container_toolkit", "dcgm", "ofed", "slurm", "kubernetes", "builds",
+    "container_toolkit", "dcgm", "ofed", "hca", "slurm", "kubernetes", "builds",
 )
 NESTED_KEYS = {
-    "ofed": ("kind", "version"),
+    "ofed": ("kind", "version", "gpudirect", "profile"),
     "slurm": ("slurmdbd", "slurmctld", "slurmd"),
     "kubernetes": ("apiserver", "kubelet", "kubectl"),
-    "builds": ("slurm", "slurmctld", "slurmd", "munge", "pmix", "openmpi", "mpi4py", "node_exporter"),
+    "builds": ("slurm", "slurmctld", "slurmd", "munge", "pmix", "openmpi", "mpi4py", "node_exporter", "rdma_core", "perftest",
+               "doca_ofed"),
 }
+# Keys whose value is a scalar or a list of scalars (normalised to a list).
+LIST_KEYS = ("hca",)
 
 def _schema_extra(key: str, value: str) -> str | None:
     """Data-dependent checks of well-shaped scalars: the os and the RDMA stack kind must be ones the data knows."""
     if key == "ofed.kind":
         kinds = list(compat_data()["ofed"]["kinds"])
         return None if value in kinds else f"allowed: {', '.join(kinds)}.{schema.suggest(value, kinds)}"
+    if key == "ofed.profile":
+        profiles = list(compat_data()["ofed"]["profiles"])
+        return None if value in profiles else f"not a DOCA-Host profile kiln knows; allowed: {', '.join(profiles)}." \
+                                              f"{schema.suggest(value, profiles)}"
+    if key == "hca" or key.startswith("hca["):
+        names = list(compat_data()["ofed"]["hca_generations"]["names"])
+        return None if value in names else (f"not an HCA generation kiln knows; known: {', '.join(names)}."
+                                            f"{schema.suggest(value, names)} Use one of these names (as "
+                                            f"ansible_facts['kiln_fabric'] reports them), or add the generation to "
+                                            f"data/compat.yml ofed.hca_generations with a source.")
     if key == "os" and not _os_entry(value):
         data = compat_data()["os"]
         known = ", ".join(k for k in data if k != "os_aliases")
@@ -70,7 +83,12 @@ def _normalise_stack(stack: Any) -> dict[str, Any]:
     for key, value in stack.items():
         if value is None:
             continue
-        if key in NESTED_KEYS:
+        if key in LIST_KEYS:
+            items = value if isinstance(value, (list, tuple)) else [value]
+            names = list(dict.fromkeys(str(v) for v in items if v is not None))
+            if names:
+                out[str(key)] = names
+        elif key in NESTED_KEYS:
             if isinstance(value, str):
                 value = {schema.STACK_FIELDS[key].shorthand: value}
             sub = {str(k): str(v) for k, v in value.items() if v is not None}

@@ -128,7 +128,7 @@ def test_a_slurm_build_of_another_major_is_refused() -> None:
 
 def test_absent_components_render_nothing() -> None:
     assert set(kiln_packages({"os": "ubuntu-24.04"})) == {"openmpi", "openmpi_dev", "mpi4py", "node_exporter"}
-    assert kiln_pkg({"ofed": {"kind": "inbox"}}, "ofed", "apt") == []
+    assert kiln_pkg({"ofed": {"kind": "mlnx"}}, "ofed", "apt") == []  # MLNX_OFED: not from a package repository
 
 
 @pytest.mark.parametrize(("stack", "component", "match"), [

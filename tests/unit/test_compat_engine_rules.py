@@ -286,7 +286,8 @@ def test_every_rule_function_of_every_family_runs() -> None:
     ({"dcgm": "4.6.0", "driver": "450.51.05"}, {"dcgm-driver": "error", "dcgm-cuda": "warning", "driver-branch-eol": "warning"}),
     ({"dcgm": "3.3.9", "gpu": "B200"}, {"dcgm-gpu": "warning"}),
     ({"dcgm": "4.6.0", "dcgm_exporter": "3.3.9-3.6.1"}, {"dcgm-exporter": "error"}),
-    ({"ofed": {"kind": "mlnx", "version": "5.8-1.0.1.1"}}, {"unknown-version": "warning", "ofed-mlnx-support": "warning"}),
+    ({"ofed": {"kind": "mlnx", "version": "5.8-1.0.1.1"}}, {"unknown-version": "warning", "ofed-mlnx-support": "warning",
+                                                             "ofed-mlnx-eol": "warning"}),
 ], ids=["dcgm-driver", "dcgm-gpu", "dcgm-exporter", "ofed-mlnx-support"])
 def test_dcgm_and_rdma_families(stack: dict[str, Any], expected: dict[str, str]) -> None:
-    assert rules(kiln_stack_violations(stack)) == expected
+    assert rules(kiln_stack_violations(stack, today="2026-12-02")) == expected  # ofed-mlnx-eol reads the date

@@ -28,6 +28,9 @@ RULES = (
     "gpu-driver-min", "gpu-driver-max", "driver-flavor-branch", "driver-flavor-gpu", "fabricmanager-driver", "cuda-os",
     "cudnn-cuda", "cudnn-gpu", "nccl-cuda", "nccl-gpu", "torch-cuda", "torch-gpu", "torch-driver", "dcgm-driver",
     "dcgm-gpu", "dcgm-cuda", "dcgm-exporter", "ofed-mlnx-support", "gpudirect-flavor", "gpudirect-kernel",
+    "ofed-mlnx-eol", "doca-os", "doca-kernel", "doca-profile", "ofed-hca", "hca-detected-unknown",
+    "gpudirect-peermem-inbox", "gpudirect-dmabuf-flavor", "gpudirect-dmabuf-kernel", "gpudirect-dmabuf-cuda",
+    "gpudirect-dmabuf-gpu",
     "slurm-order", "slurm-skew", "kubernetes-kubelet-skew", "kubernetes-kubectl-skew", "driver-branch-eol",
     "gpu-detected", "gpu-detected-unknown", "denylist", "package-build",
 )
@@ -77,7 +80,8 @@ def _parse_today(today: Any) -> datetime.date | None:
 
 
 def kiln_stack_violations(stack: Mapping[str, Any] | None, allow: Sequence[Mapping[str, str]] | None = None,
-                          today: str | None = None, detected: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                          today: str | None = None, detected: Sequence[str] | None = None,
+                          detected_hcas: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Check a kiln_stack against the compatibility data.
 
     Returns a list of violation dicts (``rule``, ``components``, ``severity``,
@@ -87,7 +91,9 @@ def kiln_stack_violations(stack: Mapping[str, Any] | None, allow: Sequence[Mappi
     violations (one per problem, naming the key) and no rule runs. ``allow``
     turns violations of the listed rules into warnings (``allowed: true``).
     ``today`` (YYYY-MM-DD) pins the date used for denylist expiry. ``detected``
-    lists the GPUs (PCI ids or names) the host reports, checked against ``gpu``.
+    lists the GPUs (PCI ids or names) the host reports, checked against ``gpu``; ``detected_hcas``
+    the HCA generations it reports (``ansible_facts['kiln_fabric']['hcas'][*]['model']``), checked
+    against the RDMA stack (``ofed-hca``) and the data (``hca-detected-unknown``).
     """
     problems = stack_problems(stack) + schema.check_allow(allow, RULES)
     if isinstance(detected, (str, bytes)):
@@ -96,12 +102,19 @@ def kiln_stack_violations(stack: Mapping[str, Any] | None, allow: Sequence[Mappi
                                  or not all(isinstance(x, str) and len(x) <= schema.MAX_TEXT for x in detected)):
         problems.append({"key": "detected", "message": f"detected GPUs are {show(detected)}; expected a list of PCI ids.",
                          "fix": "Pass the host's GPU PCI ids (ansible_facts['kiln_gpu']['gpus'][*]['pci_device_id'])."})
+    if isinstance(detected_hcas, (str, bytes)):
+        detected_hcas = [detected_hcas]
+    if detected_hcas is not None and (not isinstance(detected_hcas, (list, tuple)) or len(detected_hcas) > 64
+                                      or not all(isinstance(x, str) and len(x) <= schema.MAX_TEXT for x in detected_hcas)):
+        problems.append({"key": "detected_hcas", "message": f"detected HCAs are {show(detected_hcas)}; expected a list of "
+                                                            f"HCA generation names.",
+                         "fix": "Pass the host's HCA models (ansible_facts['kiln_fabric']['hcas'][*]['model'])."})
     if problems:
         return _invalid(problems)
     allow_list = _check_allow(allow)
     day = _parse_today(today)
     norm, _asked, result = _canonical(_normalise_stack(stack))
-    result = result + run_checks(Checker(norm, day, detected or ()))
+    result = result + run_checks(Checker(norm, day, detected or (), detected_hcas or ()))
     reasons = {a["rule"]: a["reason"] for a in allow_list}
     for v in result:
         if v["rule"] in reasons:

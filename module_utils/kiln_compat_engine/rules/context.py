@@ -25,9 +25,11 @@ from ..violations import ERROR, WARNING, _known, _unknown
 class Checker:
     """Evaluates one normalised stack. Internal: use :func:`kiln_stack_violations`."""
 
-    def __init__(self, stack: dict[str, Any], today: datetime.date | None, detected: Sequence[str] = ()) -> None:
+    def __init__(self, stack: dict[str, Any], today: datetime.date | None, detected: Sequence[str] = (),
+                 detected_hcas: Sequence[str] = ()) -> None:
         self.s = stack
         self.detected = list(detected)
+        self.detected_hcas = list(dict.fromkeys(detected_hcas))
         self.d = compat_data()
         self.today = today
         self.out: list[dict[str, Any]] = []
@@ -144,6 +146,10 @@ class Checker:
             self.add(_unknown("ofed.version", ver, "known DOCA releases: " + ", ".join(d["doca_releases"]),
                               "Set kiln_stack.ofed.version to a DOCA release listed in data/compat.yml (e.g. 3.2.1).",
                               severity=WARNING))
+        elif kind == "doca" and ver and ver.count(".") >= 2 and ver not in (d["doca_releases"][_mm(ver)].get("updates") or {}):
+            known = ", ".join(d["doca_releases"][_mm(ver)].get("updates") or {}) or "none"
+            self.add(_unknown("ofed.version", ver, f"DOCA {_mm(ver)} is known, this update is not; known updates: {known}",
+                              "Check that the DOCA repository carries it, or use a listed update.", severity=WARNING))
         if kind == "mlnx" and ver:
             base = ver.split("-")[0]
             if _mm(base) not in d["mlnx_releases"]:
