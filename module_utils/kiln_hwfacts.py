@@ -46,6 +46,11 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Iterable, Mapping, Optional
 
+try:
+    from ansible.module_utils.kiln_fabric import read_sysfs as _read_fabric_sysfs
+except ImportError:
+    from kiln_fabric import read_sysfs as _read_fabric_sysfs
+
 NVIDIA_VENDOR = "10de"
 # PCI base class + subclass (upper 16 bits of the 24-bit class code).
 GPU_CLASSES = frozenset({"0300", "0302"})  # VGA compatible, 3D controller
@@ -425,48 +430,27 @@ def _split_code(value: Optional[str]) -> tuple[Optional[int], Optional[str]]:
 
 
 def scan_infiniband_sysfs(root: str = "/sys") -> list[dict[str, Any]]:
-    """HCAs under ``<root>/class/infiniband`` with their ports; ``[]`` when none."""
-    base = os.path.join(root, "class", "infiniband")
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
+    """HCAs under ``<root>/class/infiniband`` with their ports; ``[]`` when none.
+
+    Delegates to ``kiln_fabric.read_sysfs`` (the one sysfs reader) and keeps this
+    function's historical keys: name, fw_ver, board_id, node_guid, hca_type, pci_address,
+    ports (port, state, state_code, phys_state, phys_state_code, rate, rate_gbps, link_layer).
+    """
     hcas = []
-    for name in names:
-        hca = os.path.join(base, name)
-        ports = []
-        ports_dir = os.path.join(hca, "ports")
-        try:
-            port_names = sorted(os.listdir(ports_dir), key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p))
-        except OSError:
-            port_names = []
-        for port in port_names:
-            pdir = os.path.join(ports_dir, port)
-            state_code, state = _split_code(_read(os.path.join(pdir, "state")))
-            phys_code, phys = _split_code(_read(os.path.join(pdir, "phys_state")))
-            rate = _read(os.path.join(pdir, "rate"))
-            ports.append({
-                "port": int(port) if port.isdigit() else port,
-                "state": state,
-                "state_code": state_code,
-                "phys_state": phys,
-                "phys_state_code": phys_code,
-                "rate": rate,
-                "rate_gbps": _number(rate),
-                "link_layer": _read(os.path.join(pdir, "link_layer")),
-            })
-        device_link = os.path.join(hca, "device")
-        pci_address = os.path.basename(os.path.realpath(device_link)) if os.path.exists(device_link) else None
+    for hca in _read_fabric_sysfs(root)["hcas"]:
         hcas.append({
-            "name": name,
-            "fw_ver": _read(os.path.join(hca, "fw_ver")),
-            "board_id": _read(os.path.join(hca, "board_id")),
-            "node_guid": _read(os.path.join(hca, "node_guid")),
-            "hca_type": _read(os.path.join(hca, "hca_type")),
-            "pci_address": pci_address,
-            "ports": ports,
+            "name": hca["name"],
+            "fw_ver": hca["fw_ver"],
+            "board_id": hca["board_id"],
+            "node_guid": hca["node_guid"],
+            "hca_type": hca["hca_type"],
+            "pci_address": hca["pci_address"],
+            "ports": [{key: port[key] for key in _IB_PORT_KEYS} for port in hca["ports"]],
         })
     return hcas
+
+
+_IB_PORT_KEYS = ("port", "state", "state_code", "phys_state", "phys_state_code", "rate", "rate_gbps", "link_layer")
 
 
 # --------------------------------------------------------------------------- summary
