@@ -3,8 +3,9 @@
 
 Reads tests/fixtures/nvidia-repo/manifest.yml, builds every package with
 dpkg-deb, writes flat APT repositories (Packages, Packages.gz, Release) laid
-out like NVIDIA's (compute/cuda/repos/debian12/x86_64/ and
-libnvidia-container/stable/deb/amd64/), and signs them (InRelease,
+out like NVIDIA's (compute/cuda/repos/debian12/x86_64/,
+libnvidia-container/stable/deb/amd64/ and, one per DOCA-Host release,
+doca/<version>/debian12.5/x86_64/), and signs them (InRelease,
 Release.gpg) with a throwaway key generated for this build. The public key
 (key.asc) and its fingerprint (fingerprint.txt) are written next to the
 repositories so a scenario can pass them as the pinned key.
@@ -61,6 +62,24 @@ def expand(value: Any, fields: dict[str, str]) -> Any:
     return value
 
 
+def doca_releases(manifest: dict[str, Any]) -> list[dict[str, str]]:
+    """The DOCA-Host releases of the fixture, each a dict of version fields."""
+    return [{k: str(v) for k, v in rel.items()} for rel in manifest.get("doca_releases") or []]
+
+
+def repo_layout(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Repository key -> {path, release}; a per_release repository gives one key per DOCA release."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, repo in manifest["repos"].items():
+        if repo.get("per_release"):
+            for rel in doca_releases(manifest):
+                out[f"{name}@{rel['doca']}"] = {"path": repo["path"].format(**rel),
+                                                "release": expand(repo.get("release") or {}, rel)}
+        else:
+            out[name] = {"path": repo["path"], "release": repo.get("release") or {}}
+    return out
+
+
 def package_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     specs: list[dict[str, Any]] = []
     branch = manifest["driver_branch"]
@@ -68,6 +87,12 @@ def package_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
         if entry.get("per_driver"):
             for version in manifest["driver_versions"]:
                 specs.append(expand(entry, {"v": version, "branch": branch}))
+        elif entry.get("per_doca"):
+            # One package per DOCA release, into that release's repository.
+            for rel in doca_releases(manifest):
+                spec = expand(entry, rel)
+                spec["repo"] = f"{entry['repo']}@{rel['doca']}"
+                specs.append(spec)
         else:
             specs.append(expand(entry, {"branch": branch}))
     return specs
@@ -98,6 +123,10 @@ def content_for(kind: str, pkg_version: str) -> tuple[bytes, int]:
         return b"kiln fixture placeholder: no real library here\n", 0o644
     if kind == "placeholder-exec":
         return b"#!/bin/sh\necho 'kiln fixture placeholder' >&2\nexit 0\n", 0o755
+    if kind.startswith("dkms-conf:"):
+        name, ver = kind.split(":", 2)[1:]
+        return (f'PACKAGE_NAME="{name}"\nPACKAGE_VERSION="{ver}"\nAUTOINSTALL="yes"\n'
+                "# kiln fixture: no module sources here, nothing is built\n").encode(), 0o644
     if kind.startswith("cuda-version-json:"):
         ver = kind.split(":", 1)[1]
         return (json.dumps({"cuda": {"name": "CUDA SDK", "version": ver}}, indent=3) + "\n").encode(), 0o644
@@ -154,7 +183,8 @@ done
 
 
 def build_deb(spec: dict[str, Any], outdir: Path, workdir: Path) -> Path:
-    root = workdir / f"{spec['name']}_{spec['version'].replace(':', '_')}"
+    # One tree per repository: two DOCA releases may carry the same name and version.
+    root = workdir / spec["repo"].replace("@", "_") / f"{spec['name']}_{spec['version'].replace(':', '_')}"
     (root / "DEBIAN").mkdir(parents=True)
     upstream = spec["version"].split(":")[-1].rsplit("-", 1)[0]
     for dest, kind in (spec.get("files") or {}).items():
@@ -191,14 +221,16 @@ def build_deb(spec: dict[str, Any], outdir: Path, workdir: Path) -> Path:
     return deb
 
 
-def write_index(repo_dir: Path) -> None:
+def write_index(repo_dir: Path, release: dict[str, str] | None = None) -> None:
     scan = subprocess.run(["dpkg-scanpackages", "--multiversion", ".", "/dev/null"], cwd=repo_dir,
                           check=True, capture_output=True, text=True).stdout
     (repo_dir / "Packages").write_text(scan)
     with gzip.GzipFile(repo_dir / "Packages.gz", "wb", mtime=0) as handle:
         handle.write(scan.encode())
-    lines = ["Origin: kiln-fixture", "Label: kiln fixture of an NVIDIA repository", "Architectures: amd64",
-             "Date: Thu, 01 Jan 2026 00:00:00 UTC", "SHA256:"]
+    fields = {"Origin": "kiln-fixture", "Label": "kiln fixture of an NVIDIA repository"}
+    fields.update({k.capitalize(): v for k, v in (release or {}).items()})
+    lines = [f"{k}: {v}" for k, v in fields.items()]
+    lines += ["Architectures: amd64", "Date: Thu, 01 Jan 2026 00:00:00 UTC", "SHA256:"]
     for name in ("Packages", "Packages.gz"):
         data = (repo_dir / name).read_bytes()
         lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
@@ -233,14 +265,15 @@ def build(out: Path) -> None:
     manifest = yaml.safe_load(MANIFEST.read_text())
     tmp_out = Path(tempfile.mkdtemp(prefix="kiln-repo-", dir=out.parent))
     with tempfile.TemporaryDirectory(prefix="kiln-debs-") as work:
-        repo_dirs = {name: tmp_out / repo["path"] for name, repo in manifest["repos"].items()}
+        layout = repo_layout(manifest)
+        repo_dirs = {name: tmp_out / repo["path"] for name, repo in layout.items()}
         for path in repo_dirs.values():
             path.mkdir(parents=True)
         specs = package_specs(manifest)
         for spec in specs:
             build_deb(spec, repo_dirs[spec["repo"]], Path(work))
-        for path in repo_dirs.values():
-            write_index(path)
+        for name, path in repo_dirs.items():
+            write_index(path, layout[name]["release"])
         sign(list(repo_dirs.values()), tmp_out)
     (tmp_out / ".complete").write_text(f"{len(specs)} packages\n")
     if out.exists():

@@ -71,3 +71,138 @@ def test_driver_module_carries_modinfo_version(repo, tmp_path):
 def test_manifest_two_driver_releases_for_the_upgrade_test():
     manifest = yaml.safe_load(fixture_repo.MANIFEST.read_text())
     assert len(manifest["driver_versions"]) == 2
+
+
+# ---- DOCA-Host repositories (sources: tests/fixtures/nvidia-repo/DOCA.md)
+
+DEBIAN12_RDMA_CORE = "44.0-2"   # rdma-core family version in Debian 12's archive
+FROM_DEBIAN_ARCHIVE = {"mstflint"}  # doca-ofed Depends satisfied by Debian's archive, by name
+RDMA_FAMILY = ("rdma-core", "ibverbs-providers", "libibverbs1", "ibverbs-utils", "librdmacm1", "rdmacm-utils",
+               "libibumad3", "libibmad5", "libibnetdisc5", "infiniband-diags", "ibacm", "srptools")
+
+
+def doca_manifest() -> dict:
+    return yaml.safe_load(fixture_repo.MANIFEST.read_text())
+
+
+def doca_dirs() -> dict[str, str]:
+    return {k: v["path"] for k, v in fixture_repo.repo_layout(doca_manifest()).items() if k.startswith("doca@")}
+
+
+def version_ok(have: str, op: str, want: str) -> bool:
+    ops = {"=": "eq", ">=": "ge", "<=": "le", ">>": "gt", "<<": "lt"}
+    return subprocess.run(["dpkg", "--compare-versions", have, ops[op], want]).returncode == 0
+
+
+def parse_depends(field: str) -> list[tuple[str, str | None, str | None]]:
+    out = []
+    for clause in field.split(","):
+        clause = clause.strip()
+        assert "|" not in clause, clause
+        if "(" in clause:
+            name, rest = clause.split("(", 1)
+            op, ver = rest.rstrip(")").split()
+            out.append((name.strip(), op, ver))
+        else:
+            out.append((clause, None, None))
+    return out
+
+
+def test_manifest_two_doca_releases_for_the_upgrade_test():
+    releases = fixture_repo.doca_releases(doca_manifest())
+    assert len(releases) == 2
+    assert version_ok(releases[1]["profile"], ">>", releases[0]["profile"])
+    assert version_ok(releases[1]["kernel"], ">>", releases[0]["kernel"])
+    assert set(doca_dirs().values()) == {f"doca/{r['doca']}/debian12.5/x86_64" for r in releases}
+
+
+def test_doca_repositories_signed_by_the_same_key(repo, tmp_path):
+    keyring = tmp_path / "kr.gpg"
+    subprocess.run(["gpg", "--batch", "--dearmor", "-o", str(keyring), "--yes", str(repo / "key.asc")], check=True)
+    for rel in doca_dirs().values():
+        for sig in (["InRelease"], ["Release.gpg", "Release"]):
+            subprocess.run(["gpgv", "--keyring", str(keyring), *[str(repo / rel / s) for s in sig]], check=True,
+                           capture_output=True)
+        assert (repo / rel / "key.asc").read_bytes() == (repo / "key.asc").read_bytes()
+        assert "Label: DOCA-HOST-" in (repo / rel / "Release").read_text()
+
+
+def test_every_doca_ofed_dependency_resolves(repo):
+    for key, rel in doca_dirs().items():
+        index = packages_index(repo, rel)
+        by_name: dict[str, list[str]] = {}
+        for name, version in index:
+            by_name.setdefault(name, []).append(version)
+        (profile,) = [f for (n, _), f in index.items() if n == "doca-ofed"]
+        assert profile["Version"] == next(r["profile"] for r in fixture_repo.doca_releases(doca_manifest())
+                                          if key == f"doca@{r['doca']}")
+        seen = set()
+        todo = [profile]
+        while todo:  # the whole closure, not only doca-ofed's direct Depends
+            fields = todo.pop()
+            for name, op, want in parse_depends(fields.get("Depends", "")) if fields.get("Depends") else []:
+                if name in FROM_DEBIAN_ARCHIVE:
+                    assert op is None, f"{name} comes from Debian's archive: no version pin"
+                    continue
+                assert name in by_name, f"{rel}: {fields['Package']} depends on {name}, not in the fixture"
+                match = [v for v in by_name[name] if op is None or version_ok(v, op, want)]
+                assert match, f"{rel}: {fields['Package']} needs {name} ({op} {want}); have {by_name[name]}"
+                if name not in seen:
+                    seen.add(name)
+                    todo.append(index[(name, match[0])])
+        assert {"mlnx-ofed-kernel-dkms", "mlnx-ofed-kernel-utils", "perftest", "infiniband-diags"} <= seen
+
+
+def test_doca_rdma_core_family_replaces_debian_packages(repo):
+    for rel in doca_dirs().values():
+        index = packages_index(repo, rel)
+        for name in RDMA_FAMILY:
+            (version,) = [v for n, v in index if n == name]
+            assert "mlnx" in version and version_ok(version, ">>", DEBIAN12_RDMA_CORE), (name, version)
+
+
+@pytest.mark.skipif(not shutil.which("apt-get"), reason="needs apt-get")
+def test_apt_installs_doca_ofed_from_the_signed_repository(repo, tmp_path):
+    """apt itself verifies InRelease against the key and resolves the profile (mstflint given as installed)."""
+    rel = doca_dirs()[f"doca@{fixture_repo.doca_releases(doca_manifest())[-1]['doca']}"]
+    for sub in ("etc", "lists/partial", "cache/archives/partial"):
+        (tmp_path / sub).mkdir(parents=True)
+    subprocess.run(["gpg", "--batch", "--dearmor", "-o", str(tmp_path / "key.gpg"), str(repo / "key.asc")], check=True)
+    (tmp_path / "etc" / "sources.list").write_text(f"deb [signed-by={tmp_path}/key.gpg] file://{repo}/{rel} ./\n")
+    (tmp_path / "status").write_text("Package: mstflint\nStatus: install ok installed\nPriority: optional\n"
+                                     "Section: net\nMaintainer: x <x@invalid>\nArchitecture: amd64\n"
+                                     "Version: 4.23.0+1-1\nDescription: stand-in for Debian's package\n\n")
+    opts = [f"-oDir::Etc={tmp_path}/etc", f"-oDir::State={tmp_path}", f"-oDir::State::Lists={tmp_path}/lists",
+            f"-oDir::State::status={tmp_path}/status", f"-oDir::Cache={tmp_path}/cache", "-oAPT::Architecture=amd64",
+            "-oDebug::NoLocking=1", "-oAPT::Sandbox::User=root"]
+    update = subprocess.run(["apt-get", *opts, "update"], capture_output=True, text=True)
+    assert update.returncode == 0 and "E:" not in update.stdout + update.stderr, update.stdout + update.stderr
+    sim = subprocess.run(["apt-get", *opts, "-s", "install", "doca-ofed"], capture_output=True, text=True)
+    assert sim.returncode == 0, sim.stdout + sim.stderr
+    installed = {line.split()[1] for line in sim.stdout.splitlines() if line.startswith("Inst ")}
+    assert {"doca-ofed", "mlnx-ofed-kernel-dkms", "mlnx-ofed-kernel-utils", "rdma-core", "perftest"} <= installed
+
+
+def test_ofed_info_and_openibd_stand_ins(repo, tmp_path):
+    release = fixture_repo.doca_releases(doca_manifest())[-1]
+    rel = repo / doca_dirs()[f"doca@{release['doca']}"]
+    for name in ("ofed-scripts", "mlnx-ofed-kernel-utils"):
+        (deb,) = rel.glob(f"{name}_*_amd64.deb")
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp_path)], check=True)
+    env = {"PATH": "/usr/bin:/bin", "KILN_OFED_VERSION_FILE": str(tmp_path / "usr/share/kiln-fixture/ofed.version"),
+           "KILN_OPENIBD_STATE": str(tmp_path / "run"),
+           "KILN_OPENIB_CONF": str(tmp_path / "etc/infiniband/openib.conf")}
+    out = subprocess.run([str(tmp_path / "usr/bin/ofed_info"), "-s"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout == f"OFED-internal-{release['ofed']}:\n"
+    missing = subprocess.run([str(tmp_path / "usr/bin/ofed_info"), "-s"], capture_output=True, text=True,
+                             env={**env, "KILN_OFED_VERSION_FILE": str(tmp_path / "nope")})
+    assert missing.returncode == 1 and "missing" in missing.stderr
+    openibd = str(tmp_path / "etc/init.d/openibd")
+    assert subprocess.run([openibd, "status"], env=env, capture_output=True).returncode == 3
+    assert subprocess.run([openibd, "start", "bootid=0123"], env=env, capture_output=True).returncode == 0
+    assert (tmp_path / "run" / "mlx5_core").exists() and (tmp_path / "run" / "ib_core").exists()
+    assert subprocess.run([openibd, "status"], env=env, capture_output=True).returncode == 0
+    assert subprocess.run([openibd, "stop"], env=env, capture_output=True).returncode == 0
+    assert not (tmp_path / "run").exists()
+    unit = (tmp_path / "usr/lib/systemd/system/openibd.service").read_text()
+    assert "ExecStart=/etc/init.d/openibd start bootid=%b" in unit and "WantedBy=sysinit.target" in unit
