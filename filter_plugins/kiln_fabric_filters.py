@@ -1,0 +1,194 @@
+# Copyright: kiln contributors
+# SPDX-License-Identifier: MIT
+"""kiln fabric helpers for playbooks: port summaries of ``ansible_facts['kiln_fabric']``.
+
+Pure module-level functions (importable from plain pytest), registered as Jinja
+filters by the thin :class:`FilterModule` at the bottom. Documentation for each
+filter is in the adjacent ``<filter_name>.yml`` sidecar files.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+_KILN_MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
+if _KILN_MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _KILN_MODULE_UTILS)
+
+from kiln_compat_engine.gpudirect import kiln_gpudirect  # noqa: E402
+import kiln_fabric_text  # noqa: E402
+import kiln_fabric_checks  # noqa: E402
+import kiln_fabric_pairs  # noqa: E402
+
+try:  # ansible-core is always present when Ansible loads the plugin
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover - only without ansible-core installed
+
+    class AnsibleFilterError(Exception):  # type: ignore[no-redef]
+        """Stand-in used when ansible-core is not importable."""
+
+
+def kiln_fabric_port_lines(hcas: Any) -> list[str]:
+    """One line per RDMA port: ``mlx5_0/1 ConnectX-7 InfiniBand ACTIVE/LinkUp 400 Gb/sec (4X NDR) ibp26s0``."""
+    lines = []
+    for hca in hcas if isinstance(hcas, list) else []:
+        if not isinstance(hca, Mapping):
+            continue
+        for port in hca.get("ports") or []:
+            if not isinstance(port, Mapping):
+                continue
+            netdevs = ",".join(str(n) for n in port.get("netdevs") or []) or "-"
+            lines.append(f"{hca.get('name')}/{port.get('port')} {hca.get('model') or hca.get('hca_type') or '?'} "
+                         f"{port.get('link_layer') or '?'} {port.get('state') or '?'}/{port.get('phys_state') or '?'} "
+                         f"{port.get('rate') or '?'} fw {hca.get('fw_ver') or '?'} {netdevs}")
+    return lines
+
+
+def kiln_node_gpudirect(stack: Any, kernel: Any = None, gpu_model: Any = None) -> dict[str, Any]:
+    """The GPUDirect RDMA method of one host: kiln_gpudirect of its stack and kernel, the stack's ``gpu``
+    taken from the host's detected board (``kiln_gpu_model``) when the stack names none."""
+    stack = dict(stack) if isinstance(stack, Mapping) else {}
+    name = gpu_model.get("name") if isinstance(gpu_model, Mapping) else None
+    if not stack.get("gpu") and isinstance(name, str) and name:
+        stack["gpu"] = name
+    return kiln_gpudirect(stack, kernel)
+
+
+def _expected(nodes_fabric: Any) -> dict[str, dict[str, Any]]:
+    """Each node's expected ports (kiln_fabric_checks.expected_ports) from its burn-in fabric data."""
+    if not isinstance(nodes_fabric, Mapping):
+        raise AnsibleFilterError("kiln burn-in fabric: nodes must map each host to {facts, expect, history}")
+    out = {}
+    for node, fab in sorted(nodes_fabric.items()):
+        fab = fab if isinstance(fab, Mapping) else {}
+        history = fab.get("history") if isinstance(fab.get("history"), Mapping) else {}
+        try:
+            out[str(node)] = kiln_fabric_checks.expected_ports(fab.get("facts"), fab.get("expect"),
+                                                               history.get("records"), host=str(node))
+        except kiln_fabric_checks.FabricError as exc:
+            raise AnsibleFilterError(str(exc)) from None
+    return out
+
+
+def kiln_burnin_rdma_plan(nodes_fabric: Any, base_port: Any = 18515) -> list[dict[str, Any]]:
+    """The ib_write_bw pairs of a burn-in: a ring over the nodes with expected RDMA ports, rail-matched,
+    using each node's expected ports that are ACTIVE now (a down port is judged by fabric.ports, not here)."""
+    expected = _expected(nodes_fabric)
+    rails: dict[str, list[dict[str, Any]]] = {}
+    for node, exp in expected.items():
+        facts = (nodes_fabric.get(node) or {}).get("facts")
+        found, _ = kiln_fabric_checks._read_facts(facts)
+        exclude = set(exp.get("exclude") or [])
+        ports = [p for p in exp.get("ports") or [] if isinstance(p, Mapping) and p.get("hca") not in exclude
+                 and (found or {}).get(p.get("port")) and kiln_fabric_checks._state(found[p["port"]])[0]]
+        if ports:
+            rails[node] = ports
+    if len(rails) < 2:
+        return []
+    try:
+        return kiln_fabric_pairs.rdma_pair_plan(rails, int(base_port))
+    except (kiln_fabric_checks.FabricError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"kiln burn-in: cannot plan the ib_write_bw pairs: {exc}") from None
+
+
+def kiln_burnin_rdma_judge(plan: Any, outputs: Any, fabric_path: Any = None) -> dict[str, list[dict[str, Any]]]:
+    """``{node: [rdma.write_bw check]}`` from the plan and the clients' outputs.
+
+    *outputs*: one ``{entry, stdout, stderr, rc}`` per client run (any order; matched to the plan by
+    client, client HCA, server and TCP port). A plan entry without an output is INCOMPLETE.
+    """
+    if not isinstance(plan, list):
+        raise AnsibleFilterError("kiln_burnin_rdma_judge: the plan must be a list (kiln_burnin_rdma_plan)")
+    by_key = {}
+    for out in outputs if isinstance(outputs, list) else []:
+        entry = out.get("entry") if isinstance(out, Mapping) else None
+        if isinstance(entry, Mapping):
+            by_key[(entry.get("client"), entry.get("client_hca"), entry.get("server"), entry.get("tcp_port"))] = out
+    results = []
+    for entry in plan:
+        out = by_key.get((entry.get("client"), entry.get("client_hca"), entry.get("server"), entry.get("tcp_port")))
+        if out is None or out.get("skipped"):
+            results.append(None)
+            continue
+        parsed = dict(kiln_fabric_text.parse_perftest(str(out.get("stdout") or "")))
+        parsed["rc"] = out.get("rc")
+        parsed["timed_out"] = out.get("rc") == 124
+        results.append(parsed)
+    try:
+        rules = kiln_fabric_checks.load_fabric_thresholds(str(fabric_path) if fabric_path else None)
+        return kiln_fabric_pairs.judge_rdma_bw(plan, results, rules)
+    except kiln_fabric_checks.FabricError as exc:
+        raise AnsibleFilterError(f"kiln burn-in: cannot judge the ib_write_bw pairs: {exc}") from None
+
+
+def kiln_burnin_rdma_argv(entry: Any, tool: Any, args: Any, timeout: Any, hostvars: Any = None) -> list[str]:
+    """The argv of one plan entry's ib_write_bw: the server's (no *hostvars*) or the client's (with the
+    server's address from *hostvars*: its default IPv4 address, else its inventory name). Every element
+    is a separate argument, bounded by timeout(1); nothing reaches a shell."""
+    if not isinstance(entry, Mapping) or not isinstance(args, list):
+        raise AnsibleFilterError("kiln_burnin_rdma_argv: needs a plan entry and a list of ib_write_bw options")
+    client = hostvars is not None
+    hca = entry.get("client_hca" if client else "server_hca")
+    port = entry.get("ib_port" if client else "server_ib_port")
+    argv = ["timeout", str(int(timeout)), str(tool), "-d", str(hca), "-i", str(port), "-p", str(entry.get("tcp_port"))]
+    argv += [str(a) for a in args]
+    if client:
+        server = str(entry.get("server"))
+        facts = ((hostvars.get(server) or {}).get("ansible_facts") or {}) if isinstance(hostvars, Mapping) else {}
+        argv.append(str((facts.get("default_ipv4") or {}).get("address") or server))
+    return argv
+
+
+def kiln_burnin_rdma_outputs(plan: Any, runs: Any) -> list[dict[str, Any]]:
+    """The clients' results for kiln_burnin_rdma_judge: *runs* maps each client node to its runner task's
+    result (stdout: a JSON list of ``{rc, stdout, stderr}`` in the order of its plan entries); a node whose
+    runner did not run or printed something else gives no output for its entries (INCOMPLETE)."""
+    out: list[dict[str, Any]] = []
+    if not isinstance(plan, list) or not isinstance(runs, Mapping):
+        return out
+    for node in sorted({e.get("client") for e in plan if isinstance(e, Mapping)}, key=str):
+        entries = [e for e in plan if isinstance(e, Mapping) and e.get("client") == node]
+        run = runs.get(node) if isinstance(runs.get(node), Mapping) else {}
+        try:
+            results = json.loads(run.get("stdout") or "")
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(results, list) or len(results) != len(entries):
+            continue
+        for entry, result in zip(entries, results):
+            result = result if isinstance(result, Mapping) else {}
+            out.append({"entry": entry, "stdout": str(result.get("stdout") or ""),
+                        "stderr": str(result.get("stderr") or "")[-2000:], "rc": result.get("rc"), "skipped": False})
+    return out
+
+
+def kiln_burnin_rdma_node(node: Any, checks: Any) -> dict[str, Any]:
+    """``{rdma: [checks]}`` of one node for the burn-in's node data, ``{}`` when it was not in the plan."""
+    found = checks.get(str(node)) if isinstance(checks, Mapping) else None
+    return {"rdma": list(found)} if isinstance(found, list) and found else {}
+
+
+def kiln_burnin_fabric_key(nodes_fabric: Any, engine: Any) -> dict[str, Any]:
+    """The floors' fabric key (``{key, why}``) of the nodes of a run from their facts and expected ports:
+    an engine that does not use RDMA (the CPU engine) is ``tcp`` whatever the HCAs."""
+    expected = _expected(nodes_fabric)
+    facts = {n: (nodes_fabric.get(n) or {}).get("facts") for n in expected}
+    try:
+        return kiln_fabric_pairs.fabric_key_from_facts(facts, str(engine), expected)
+    except kiln_fabric_checks.FabricError as exc:
+        raise AnsibleFilterError(f"kiln burn-in: cannot name the fabric: {exc}") from None
+
+
+class FilterModule:
+    """Registry: name -> function."""
+
+    def filters(self) -> dict[str, Any]:
+        return {"kiln_fabric_port_lines": kiln_fabric_port_lines, "kiln_node_gpudirect": kiln_node_gpudirect,
+                "kiln_burnin_rdma_plan": kiln_burnin_rdma_plan, "kiln_burnin_rdma_judge": kiln_burnin_rdma_judge,
+                "kiln_burnin_fabric_key": kiln_burnin_fabric_key, "kiln_burnin_rdma_argv": kiln_burnin_rdma_argv,
+                "kiln_burnin_rdma_outputs": kiln_burnin_rdma_outputs,
+                "kiln_burnin_rdma_node": kiln_burnin_rdma_node}
