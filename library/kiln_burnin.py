@@ -96,6 +96,11 @@ options:
   health_path:
     description: GPU health thresholds; defaults to the project's C(data/burnin_health.yml).
     type: path
+  fabric_path:
+    description: >-
+      Fabric rules (error-counter thresholds, ib_write_bw floors); defaults to the project's C(data/burnin_fabric.yml).
+      Read only when a node carries O(nodes) C(fabric) data.
+    type: path
 attributes:
   check_mode:
     support: full
@@ -170,6 +175,7 @@ def main() -> None:
             "versions": {"type": "dict", "default": {}},
             "expected": {"type": "list", "elements": "str", "default": []},
             "health_path": {"type": "path"},
+            "fabric_path": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -187,7 +193,8 @@ def main() -> None:
                              overrides=params["floor_overrides"], fabric_name=params["fabric_name"],
                              results_dir=params["results_dir"] if write else None, pairs=params["pairs"],
                              baseline_band=params["baseline_band"], expected=params["expected"],
-                             health=load_health(params["health_path"]), final=params["write"])
+                             health=load_health(params["health_path"]), final=params["write"],
+                             fabric_path=params["fabric_path"])
         result = report(params["run_id"], params["mode"], assembled, params["results_dir"],
                         params["fingerprint"], write=write, actions=params["actions"],
                         state_dir=params["state_dir"], node_versions=params["versions"], **params["extra"])

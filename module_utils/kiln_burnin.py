@@ -21,6 +21,7 @@ try:
         relative_single_node, required_checks, tools_check,
     )
     from ansible.module_utils.kiln_burnin_pair_phase import REASON_PREFIX, pair_checks
+    from ansible.module_utils import kiln_fabric_checks, kiln_fabric_pairs
 except ImportError:  # imported as a top-level module (unit tests)
     import kiln_baseline  # type: ignore[no-redef]
     import kiln_health  # type: ignore[no-redef]
@@ -34,6 +35,12 @@ except ImportError:  # imported as a top-level module (unit tests)
         relative_single_node, required_checks, tools_check,
     )
     from kiln_burnin_pair_phase import REASON_PREFIX, pair_checks  # type: ignore[no-redef]
+    import kiln_fabric_checks  # type: ignore[no-redef]
+    import kiln_fabric_pairs  # type: ignore[no-redef]
+
+#: Fabric checks a node's PASS needs when RDMA ports are expected of it (docs/burnin.md).
+FABRIC_REQUIRED = ("fabric.facts", "fabric.ports", "fabric.rate", "fabric.counters")
+RDMA_CHECK = "rdma.write_bw"
 
 
 def _write(results_dir: str, relpath: str, text: str) -> str:
@@ -44,12 +51,46 @@ def _write(results_dir: str, relpath: str, text: str) -> str:
     return relpath
 
 
+def node_fabric(name: str, fab: Mapping[str, Any], gpu_node: bool,
+                rules: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """A node's passive fabric checks, what its PASS requires of them, and its report entry.
+
+    *fab*: ``{facts, expect, history: {records, counters}, gpudirect, socket_ifname}`` from the
+    playbook (facts: ``ansible_facts['kiln_fabric']``; expect: ``kiln_burnin_fabric_expect``).
+    A malformed expectation raises kiln_fabric_checks.FabricError (a configuration error, exit 4).
+    """
+    facts = fab.get("facts")
+    history = fab.get("history") if isinstance(fab.get("history"), Mapping) else {}
+    expected = kiln_fabric_checks.expected_ports(facts, fab.get("expect"), history.get("records"), host=name)
+    checks = kiln_fabric_checks.passive_fabric_checks(facts, expected, history.get("counters"), rules,
+                                                      fab.get("gpudirect"), gpu_node)
+    required: List[str] = []
+    if expected.get("count"):
+        required += list(FABRIC_REQUIRED) + (["fabric.gpudirect"] if gpu_node else [])
+    env = kiln_fabric_pairs.nccl_env(facts, expected, fab.get("socket_ifname"))
+    ports = []
+    for hca in (facts or {}).get("hcas") or [] if isinstance(facts, Mapping) else []:
+        for port in (hca.get("ports") or []) if isinstance(hca, Mapping) else []:
+            if isinstance(port, Mapping):
+                ports.append({"port": f"{hca.get('name')}/{port.get('port')}", "model": hca.get("model"),
+                              "fw_ver": hca.get("fw_ver"), "link_layer": port.get("link_layer"),
+                              "state": port.get("state"), "phys_state": port.get("phys_state"),
+                              "rate": port.get("rate"), "netdevs": port.get("netdevs")})
+    entry = {"ports": ports, "expected": expected.get("why"), "expected_source": expected.get("source"),
+             "nccl_env": env.get("env"), "nccl_env_why": env.get("why"),
+             "gpudirect": (fab.get("gpudirect") or {}).get("method") if isinstance(fab.get("gpudirect"), Mapping) else None,
+             "counters": kiln_fabric_checks.counter_snapshot(facts),
+             "history": kiln_fabric_checks.history_fabric(facts, expected)}
+    return {"checks": checks, "required": required, "entry": entry}
+
+
 def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[str, Any]] = (), *,
              mode: str = "default", floors: Optional[Mapping[str, Any]] = None,
              overrides: Optional[Mapping[str, Any]] = None, results_dir: Optional[str] = None,
              fabric_name: str = "tcp", pairs: Optional[Mapping[str, Any]] = None,
              baseline_band: float = 0.10, expected: Optional[Sequence[str]] = None,
-             health: Optional[Mapping[str, Any]] = None, final: bool = True) -> Dict[str, Any]:
+             health: Optional[Mapping[str, Any]] = None, final: bool = True,
+             fabric_path: Optional[str] = None) -> Dict[str, Any]:
     """Per-node checks and fabric checks from the raw data the playbook collected.
 
     *nodes*: ``{name: {kiln_gpu, gpu_present, expected_gpus, history_gpus, engine, xid_log,
@@ -82,6 +123,8 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
     level = DCGM_LEVELS.get(mode, 2)
     health = health if health is not None else kiln_health.load_health()
     nodes = {str(k): (v if isinstance(v, Mapping) else {}) for k, v in (nodes or {}).items()}
+    fabric_rules = kiln_fabric_checks.load_fabric_thresholds(fabric_path) if any(
+        isinstance(n.get("fabric"), Mapping) for n in nodes.values()) else None
     expected_nodes = sorted({str(n) for n in (expected or [])} | set(nodes))
     out_nodes: Dict[str, Dict[str, Any]] = {}
     pair_phase = mode in kiln_isolate.MODES and len(expected_nodes) > 1
@@ -126,6 +169,15 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
                 spec = kiln_verdict.lookup_floor(floors, sku, "any", "single_node", overrides=overrides)
                 artifact = _write(results_dir, f"{name}/nccl_node.txt", run.get("text", "")) if results_dir else None
                 checks.append(nccl_check("nccl.single_node.all_reduce", run, spec, artifact))
+        fabric_required: List[str] = []
+        fabric_entry = None
+        if isinstance(node.get("fabric"), Mapping):
+            fab = node_fabric(name, node["fabric"], gpu_node, fabric_rules)
+            checks += fab["checks"]
+            fabric_required, fabric_entry = fab["required"], fab["entry"]
+        if node.get("rdma"):
+            checks += [dict(c) for c in node["rdma"] if isinstance(c, Mapping)]
+            fabric_required.append(RDMA_CHECK)
         if node.get("excluded"):
             checks.append(check("burnin.scope", SKIP, str(node["excluded"])))
         if name in (pairs.get("excluded") or {}):
@@ -137,8 +189,10 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
                                   pair_artifacts.get(name))
         required = required_checks(mode, gpu_node, engine, pair_phase and not failed_before_pairs(checks),
                                    level, swap_target=name in (pairs.get("targets") or []) or mode != "swap")
-        checks = enforce_checks(checks, required if final else [], mode)
+        checks = enforce_checks(checks, (required + fabric_required) if final else [], mode)
         out_nodes[name] = {"checks": checks, **kiln_verdict.aggregate_node(checks)}
+        if fabric_entry is not None:
+            out_nodes[name]["fabric"] = fabric_entry
         if node.get("sku") or gpu_node:
             out_nodes[name]["gpu_sku"] = node_sku(floors, node)
     relative_single_node(out_nodes, (pairs.get("single_baselines") or {}), baseline_band)
@@ -292,6 +346,12 @@ def history_records(summary: Mapping[str, Any], versions: Mapping[str, Any], fin
                   "single_node": single.get("value") if single and single.get("status") in (PASS, WARN) else None}
         out[node] = kiln_baseline.record(str(summary.get("run_id")), finished, str(summary.get("mode")),
                                          str(record.get("status")), versions.get(node), values)
+        fabric = record.get("fabric") if isinstance(record.get("fabric"), Mapping) else None
+        if fabric is not None:
+            # Counters of every run (growth is judged run to run); the ports only from a PASS (the expectation).
+            out[node]["fabric"] = {"counters": fabric.get("counters") or {}}
+            if record.get("status") in kiln_baseline.PASSING:
+                out[node]["fabric"]["ports"] = (fabric.get("history") or {}).get("ports") or []
         count = next((c for c in record.get("checks") or [] if c.get("id") == "gpu.count"), None)
         if count and count.get("status") == PASS and kiln_verdict.is_finite(count.get("value")):
             out[node]["gpus"] = int(count["value"])

@@ -58,7 +58,8 @@ def pair_scope(nodes: Sequence[str], mode: str, swap_nodes: Any,
             raise kiln_verdict.KilnConfigError(
                 "kiln_burnin_swap_nodes is set but kiln_burnin_mode is not swap; add -e kiln_burnin_mode=swap")
         return {"hosts": nodes, "targets": nodes, "partners": [], "notes": [],
-                "history_gpus": {n: history_gpus(histories.get(n) or []) for n in nodes}}
+                "history_gpus": {n: history_gpus(histories.get(n) or []) for n in nodes},
+                "history_fabric": {n: fabric_history(histories.get(n) or []) for n in nodes}}
     targets = swap_targets(swap_nodes, nodes)
     if not targets:
         raise kiln_verdict.KilnConfigError(
@@ -76,7 +77,8 @@ def pair_scope(nodes: Sequence[str], mode: str, swap_nodes: Any,
         chosen += extra
     hosts = sorted(set(targets) | set(chosen))
     return {"hosts": hosts, "targets": targets, "partners": chosen, "known_good": good, "notes": notes,
-            "history_gpus": {n: history_gpus(histories.get(n) or []) for n in hosts}}
+            "history_gpus": {n: history_gpus(histories.get(n) or []) for n in hosts},
+            "history_fabric": {n: fabric_history(histories.get(n) or []) for n in hosts}}
 
 
 def pair_start(nodes: Sequence[str], mode: str, targets: Sequence[str], partners: Sequence[str],
@@ -188,6 +190,18 @@ def history_gpus(records: Sequence[Mapping[str, Any]]) -> Optional[int]:
                 and not isinstance(value, bool) and 0 < value <= 4096:
             counts.append(value)
     return max(counts) if counts else None
+
+
+def fabric_history(records: Sequence[Mapping[str, Any]], keep: int = 5) -> Dict[str, Any]:
+    """What the fabric checks need of a node's history: the newest records that carry a ``fabric``
+    entry (for the expected ports of its last PASS) and the counters of the newest one (the
+    previous run's snapshot, whatever its verdict: counter growth is judged run to run)."""
+    with_fabric = [r for r in records or [] if isinstance(r, Mapping) and isinstance(r.get("fabric"), Mapping)]
+    latest = with_fabric[-1]["fabric"] if with_fabric else {}
+    counters = latest.get("counters") if isinstance(latest.get("counters"), Mapping) else None
+    return {"records": [{"status": r.get("status"), "run_id": r.get("run_id"), "fabric": r["fabric"]}
+                        for r in with_fabric[-keep:]],
+            "counters": counters, "counters_run": with_fabric[-1].get("run_id") if with_fabric else None}
 
 
 def pair_records(items: Sequence[Mapping[str, Any]], round_no: int,
