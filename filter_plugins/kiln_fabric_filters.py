@@ -74,7 +74,7 @@ def _expected(nodes_fabric: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def kiln_burnin_rdma_plan(nodes_fabric: Any, base_port: Any = 18515) -> list[dict[str, Any]]:
+def kiln_rdma_pair_plan(nodes_fabric: Any, base_port: Any = 18515) -> list[dict[str, Any]]:
     """The ib_write_bw pairs of a burn-in: a ring over the nodes with expected RDMA ports, rail-matched,
     using each node's expected ports that are ACTIVE now (a down port is judged by fabric.ports, not here)."""
     expected = _expected(nodes_fabric)
@@ -95,14 +95,14 @@ def kiln_burnin_rdma_plan(nodes_fabric: Any, base_port: Any = 18515) -> list[dic
         raise AnsibleFilterError(f"kiln burn-in: cannot plan the ib_write_bw pairs: {exc}") from None
 
 
-def kiln_burnin_rdma_judge(plan: Any, outputs: Any, fabric_path: Any = None) -> dict[str, list[dict[str, Any]]]:
+def kiln_rdma_judge(plan: Any, outputs: Any, fabric_path: Any = None) -> dict[str, list[dict[str, Any]]]:
     """``{node: [rdma.write_bw check]}`` from the plan and the clients' outputs.
 
     *outputs*: one ``{entry, stdout, stderr, rc}`` per client run (any order; matched to the plan by
     client, client HCA, server and TCP port). A plan entry without an output is INCOMPLETE.
     """
     if not isinstance(plan, list):
-        raise AnsibleFilterError("kiln_burnin_rdma_judge: the plan must be a list (kiln_burnin_rdma_plan)")
+        raise AnsibleFilterError("kiln_rdma_judge: the plan must be a list (kiln_rdma_pair_plan)")
     by_key = {}
     for out in outputs if isinstance(outputs, list) else []:
         entry = out.get("entry") if isinstance(out, Mapping) else None
@@ -125,12 +125,12 @@ def kiln_burnin_rdma_judge(plan: Any, outputs: Any, fabric_path: Any = None) -> 
         raise AnsibleFilterError(f"kiln burn-in: cannot judge the ib_write_bw pairs: {exc}") from None
 
 
-def kiln_burnin_rdma_argv(entry: Any, tool: Any, args: Any, timeout: Any, hostvars: Any = None) -> list[str]:
+def kiln_rdma_argv(entry: Any, tool: Any, args: Any, timeout: Any, hostvars: Any = None) -> list[str]:
     """The argv of one plan entry's ib_write_bw: the server's (no *hostvars*) or the client's (with the
     server's address from *hostvars*: its default IPv4 address, else its inventory name). Every element
     is a separate argument, bounded by timeout(1); nothing reaches a shell."""
     if not isinstance(entry, Mapping) or not isinstance(args, list):
-        raise AnsibleFilterError("kiln_burnin_rdma_argv: needs a plan entry and a list of ib_write_bw options")
+        raise AnsibleFilterError("kiln_rdma_argv: needs a plan entry and a list of ib_write_bw options")
     client = hostvars is not None
     hca = entry.get("client_hca" if client else "server_hca")
     port = entry.get("ib_port" if client else "server_ib_port")
@@ -143,8 +143,8 @@ def kiln_burnin_rdma_argv(entry: Any, tool: Any, args: Any, timeout: Any, hostva
     return argv
 
 
-def kiln_burnin_rdma_outputs(plan: Any, runs: Any) -> list[dict[str, Any]]:
-    """The clients' results for kiln_burnin_rdma_judge: *runs* maps each client node to its runner task's
+def kiln_rdma_outputs(plan: Any, runs: Any) -> list[dict[str, Any]]:
+    """The clients' results for kiln_rdma_judge: *runs* maps each client node to its runner task's
     result (stdout: a JSON list of ``{rc, stdout, stderr}`` in the order of its plan entries); a node whose
     runner did not run or printed something else gives no output for its entries (INCOMPLETE)."""
     out: list[dict[str, Any]] = []
@@ -166,13 +166,13 @@ def kiln_burnin_rdma_outputs(plan: Any, runs: Any) -> list[dict[str, Any]]:
     return out
 
 
-def kiln_burnin_rdma_node(node: Any, checks: Any) -> dict[str, Any]:
+def kiln_rdma_node_checks(node: Any, checks: Any) -> dict[str, Any]:
     """``{rdma: [checks]}`` of one node for the burn-in's node data, ``{}`` when it was not in the plan."""
     found = checks.get(str(node)) if isinstance(checks, Mapping) else None
     return {"rdma": list(found)} if isinstance(found, list) and found else {}
 
 
-def kiln_burnin_fabric_key(nodes_fabric: Any, engine: Any) -> dict[str, Any]:
+def kiln_fabric_key_of(nodes_fabric: Any, engine: Any) -> dict[str, Any]:
     """The floors' fabric key (``{key, why}``) of the nodes of a run from their facts and expected ports:
     an engine that does not use RDMA (the CPU engine) is ``tcp`` whatever the HCAs."""
     expected = _expected(nodes_fabric)
@@ -188,7 +188,7 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {"kiln_fabric_port_lines": kiln_fabric_port_lines, "kiln_node_gpudirect": kiln_node_gpudirect,
-                "kiln_burnin_rdma_plan": kiln_burnin_rdma_plan, "kiln_burnin_rdma_judge": kiln_burnin_rdma_judge,
-                "kiln_burnin_fabric_key": kiln_burnin_fabric_key, "kiln_burnin_rdma_argv": kiln_burnin_rdma_argv,
-                "kiln_burnin_rdma_outputs": kiln_burnin_rdma_outputs,
-                "kiln_burnin_rdma_node": kiln_burnin_rdma_node}
+                "kiln_rdma_pair_plan": kiln_rdma_pair_plan, "kiln_rdma_judge": kiln_rdma_judge,
+                "kiln_fabric_key_of": kiln_fabric_key_of, "kiln_rdma_argv": kiln_rdma_argv,
+                "kiln_rdma_outputs": kiln_rdma_outputs,
+                "kiln_rdma_node_checks": kiln_rdma_node_checks}

@@ -91,7 +91,7 @@ def test_counter_growth_between_runs_is_flagged_naming_the_counter(tmp_path: Pat
 
 def test_rdma_plan_and_judge_name_the_slow_hca(tmp_path: Path) -> None:
     data = {n: node(facts(tmp_path / n, "ndr8-storage"))["fabric"] for n in ("c1", "c2", "c3", "c4")}
-    plan = ff.kiln_burnin_rdma_plan(data, 18515)
+    plan = ff.kiln_rdma_pair_plan(data, 18515)
     assert len(plan) == 4 * 8 and {p["tcp_port"] for p in plan} == set(range(18515, 18523))
     assert all(p["client_hca"] != "mlx5_8" for p in plan)
     slow = ("c4", "mlx5_2")
@@ -101,22 +101,22 @@ def test_rdma_plan_and_judge_name_the_slow_hca(tmp_path: Path) -> None:
         text = (RDMA / "recorded" / "ib_write_bw-client-ib-ndr-gbits-derived.txt").read_text()
         text = text.replace("Device         : ibp5", "Device         : " + entry["client_hca"])
         runs.setdefault(entry["client"], []).append({"rc": 0, "stdout": _with_bw(text, gbps), "stderr": ""})
-    outputs = ff.kiln_burnin_rdma_outputs(plan, {n: {"stdout": json.dumps(r)} for n, r in runs.items()})
+    outputs = ff.kiln_rdma_outputs(plan, {n: {"stdout": json.dumps(r)} for n, r in runs.items()})
     assert len(outputs) == len(plan)
-    checks = ff.kiln_burnin_rdma_judge(plan, outputs, FABRIC_RULES)
+    checks = ff.kiln_rdma_judge(plan, outputs, FABRIC_RULES)
     assert checks["c4"][0]["status"] == "FAIL" and "mlx5_2" in checks["c4"][0]["detail"]
     assert all(checks[n][0]["status"] == "PASS" for n in ("c1", "c2", "c3")), checks
-    assert ff.kiln_burnin_rdma_node("c4", checks) == {"rdma": checks["c4"]}
-    assert ff.kiln_burnin_rdma_node("c9", checks) == {}
+    assert ff.kiln_rdma_node_checks("c4", checks) == {"rdma": checks["c4"]}
+    assert ff.kiln_rdma_node_checks("c9", checks) == {}
     # a client that produced nothing is INCOMPLETE, never PASS
     broken = list(outputs)
     broken[0] = dict(broken[0], stdout="", rc=1)
-    again = ff.kiln_burnin_rdma_judge(plan, broken, FABRIC_RULES)
+    again = ff.kiln_rdma_judge(plan, broken, FABRIC_RULES)
     assert again[plan[0]["client"]][0]["status"] in ("INCOMPLETE", "FAIL")
     # a client node whose runner printed nothing: its entries have no output, so its links are INCOMPLETE
-    lost = ff.kiln_burnin_rdma_outputs(plan, {n: {"stdout": json.dumps(r)} for n, r in runs.items() if n != "c1"})
+    lost = ff.kiln_rdma_outputs(plan, {n: {"stdout": json.dumps(r)} for n, r in runs.items() if n != "c1"})
     assert len(lost) == len(plan) - 8
-    c1 = ff.kiln_burnin_rdma_judge(plan, lost, FABRIC_RULES)["c1"][0]
+    c1 = ff.kiln_rdma_judge(plan, lost, FABRIC_RULES)["c1"][0]
     assert c1["status"] in ("INCOMPLETE", "FAIL") and "no result" in c1["detail"]
 
 
@@ -124,20 +124,20 @@ def test_argv_is_a_list_of_words() -> None:
     entry = {"client": "c1", "server": "c2", "client_hca": "mlx5_0", "server_hca": "mlx5_1", "ib_port": 1,
              "server_ib_port": 1, "tcp_port": 18515}
     hostvars = {"c2": {"ansible_facts": {"default_ipv4": {"address": "10.0.0.2"}}}}
-    assert ff.kiln_burnin_rdma_argv(entry, "ib_write_bw", ["-F"], 60) == [
+    assert ff.kiln_rdma_argv(entry, "ib_write_bw", ["-F"], 60) == [
         "timeout", "60", "ib_write_bw", "-d", "mlx5_1", "-i", "1", "-p", "18515", "-F"]
-    assert ff.kiln_burnin_rdma_argv(entry, "ib_write_bw", ["-F"], 60, hostvars)[-1] == "10.0.0.2"
-    assert ff.kiln_burnin_rdma_argv(entry, "ib_write_bw", ["-F"], 60, {})[-1] == "c2"
+    assert ff.kiln_rdma_argv(entry, "ib_write_bw", ["-F"], 60, hostvars)[-1] == "10.0.0.2"
+    assert ff.kiln_rdma_argv(entry, "ib_write_bw", ["-F"], 60, {})[-1] == "c2"
 
 
 def test_fabric_key_follows_the_engine(tmp_path: Path) -> None:
     data = {n: node(facts(tmp_path / n, "ndr8-storage"))["fabric"] for n in ("c1", "c2")}
-    assert ff.kiln_burnin_fabric_key(data, "cpu")["key"] == "tcp"
-    assert ff.kiln_burnin_fabric_key(data, "nccl-tests")["key"] == "ib_ndr"
+    assert ff.kiln_fabric_key_of(data, "cpu")["key"] == "tcp"
+    assert ff.kiln_fabric_key_of(data, "nccl-tests")["key"] == "ib_ndr"
     hdr = copy.deepcopy(data)
     hdr["c2"]["facts"] = facts(tmp_path / "hdr", "ndr8-one-hdr")
     hdr["c2"]["expect"] = None
-    assert ff.kiln_burnin_fabric_key(hdr, "nccl-tests")["key"] in ("ib_hdr", "ib_ndr", "tcp")
+    assert ff.kiln_fabric_key_of(hdr, "nccl-tests")["key"] in ("ib_hdr", "ib_ndr", "tcp")
 
 
 def test_a_bad_expectation_names_the_variable(tmp_path: Path) -> None:
