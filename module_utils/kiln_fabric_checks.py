@@ -368,17 +368,8 @@ def validate_fabric_thresholds(data: Any, where: str = "fabric rules") -> Dict[s
 
 def load_fabric_thresholds(path: Optional[str] = None) -> Dict[str, Any]:
     """Load and validate ``data/burnin_fabric.yml`` (or *path*); FabricError on a bad file."""
-    import yaml  # PyYAML ships with Ansible; imported lazily so the judges stay stdlib-only
-
     path = path or default_fabric_path()
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as exc:
-        raise FabricError(f"cannot read fabric rules file {path}: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise FabricError(f"{path}: not valid YAML: {str(exc)[:200]}") from exc
-    return validate_fabric_thresholds(data, path)
+    return validate_fabric_thresholds(kiln_verdict.read_yaml(path, "fabric rules", FabricError), path)
 
 
 # --------------------------------------------------------------------------- counters

@@ -422,16 +422,24 @@ def default_floors_path() -> str:
     return os.path.join(os.path.dirname(here), "data", "burnin_floors.yml")
 
 
-def load_floors(path: Optional[str] = None) -> Dict[str, Any]:
-    """Load and sanity-check the floors file (YAML)."""
-    import yaml  # PyYAML ships with Ansible; imported lazily so the parser stays stdlib-only
+def read_yaml(path: str, what: str, error: type = KilnConfigError) -> Any:
+    """One YAML data file of the burn-in (floors, fabric rules); *error* (a KilnConfigError) names the
+    file when it cannot be read or is not YAML -- never a bare YAMLError traceback."""
+    import yaml  # PyYAML ships with Ansible; imported lazily so the parsers stay stdlib-only
 
-    path = path or default_floors_path()
     try:
         with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
+            return yaml.safe_load(handle)
     except OSError as exc:
-        raise KilnConfigError(f"cannot read floors file {path}: {exc}") from exc
+        raise error(f"cannot read {what} file {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise error(f"{path}: the {what} file is not valid YAML: {str(exc)[:200]}") from exc
+
+
+def load_floors(path: Optional[str] = None) -> Dict[str, Any]:
+    """Load and sanity-check the floors file (YAML)."""
+    path = path or default_floors_path()
+    data = read_yaml(path, "floors")
     if not isinstance(data, dict) or not isinstance(data.get("skus"), dict):
         raise KilnConfigError(f"{path}: not a kiln floors file (no 'skus' mapping)")
     for sku, spec in data["skus"].items():
