@@ -311,7 +311,8 @@ def pair_checks(node: str, outcome: Mapping[str, Any], results: Sequence[Mapping
         below = 1.0 - mine_value / float(base["value"])
         checks.append(check(BASELINE_CHECK, WARN if mine_value < limit else PASS,
                             f"{mine_value:g} GB/s vs its baseline {base['value']:g} ({base.get('runs')} runs; "
-                            f"{below:+.0%} below; WARN beyond {baseline_band:.0%})".replace("+-", "-"),
+                            f"{abs(below):.0%} {'below' if below > 0 else 'above'}; "
+                            f"WARN beyond {baseline_band:.0%} below)",
                             metric="busbw_pair", value=round(mine_value, 4), floor=floor, unit="GB/s",
                             baseline=base["value"]))
     return checks

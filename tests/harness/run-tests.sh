@@ -31,7 +31,8 @@ wave() {
     name=${spec%%|*}
     if [[ ${jobs} -le 1 || ${#specs[@]} -eq 1 ]]; then
       # shellcheck disable=SC2086  # the command is a word list by design
-      tests/harness/stage.sh "${name}" ${spec#*|} || failed=1
+      tests/harness/stage.sh "${name}" ${spec#*|} 2>&1 | tee ".cache/logs/${name//[:\/]/_}.log"
+      [[ ${PIPESTATUS[0]} -eq 0 ]] || failed=1
       continue
     fi
     while [[ $(jobs -rp | wc -l) -ge ${jobs} ]]; do wait -n || true; done
@@ -46,7 +47,8 @@ wave() {
 }
 
 wave "lint|tests/harness/lint.sh" "unit|python -m pytest -q -p no:cacheprovider -n 2 --durations=10 tests/unit"
-if tests/harness/stage.sh testbed tests/harness/testbed.sh; then
+tests/harness/stage.sh testbed tests/harness/testbed.sh 2>&1 | tee .cache/logs/testbed.log
+if [[ ${PIPESTATUS[0]} -eq 0 ]]; then
   set -a; source .cache/testbed.env; set +a
   together=() after=()
   setups=()
@@ -68,6 +70,12 @@ else
 fi
 
 echo
+# Why each failed stage failed, here in the tail where CI's excerpt of the output shows it.
+while IFS=$'\t' read -r name status _; do
+  [[ ${status} == ok ]] && continue
+  echo "=== [kiln] ${name} ${status}: digest of .cache/logs/${name//[:\/]/_}.log"
+  python3 tests/harness/digest.py ".cache/logs/${name//[:\/]/_}.log" 18
+done <.cache/stage-times.tsv
 echo "=== [kiln] stage timings"
 column -t -s $'\t' .cache/stage-times.tsv
 echo "=== [kiln] total $(( $(date +%s) - total_start )) s"

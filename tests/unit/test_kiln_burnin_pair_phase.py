@@ -229,6 +229,16 @@ def test_baseline_warn_when_a_node_drops_below_its_own_history():
     assert pair["status"] == "PASS" and base["status"] == "WARN" and "18% below" in base["detail"]
 
 
+def test_baseline_above_its_history_says_above():
+    """A node faster than its baseline reads "13% above", not "-13% below"."""
+    results = [{"pair": ["a", "b"], "round": 1, "status": "PASS", "value": 0.295, "floor": 0.05,
+                "reference": {"value": 0.29}}]
+    _, base = kbp.pair_checks("a", {"state": "CLEARED", "passed_with": ["b"]}, results,
+                              {"value": 0.26, "runs": 1}, 0.35)
+    assert base["status"] == "PASS"
+    assert "13% above" in base["detail"] and "-" not in base["detail"].split("(")[1].split(";")[1]
+
+
 def test_start_takes_slurm_states_from_kiln_sinfo():
     """Not responding / powered off is down (INCOMPLETE); a state kiln does not know is never taken for idle."""
     sinfo = ksi.parse_sinfo(["c1|mixed|none", "c2|idle*|Not responding", "c3|brand_new_state|none",
