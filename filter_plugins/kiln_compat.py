@@ -20,6 +20,7 @@ if _KILN_MODULE_UTILS not in sys.path:
     sys.path.insert(0, _KILN_MODULE_UTILS)
 
 from kiln_compat_engine import (  # noqa: E402  (module_utils put on sys.path just above)
+    containers,
     gpudirect,
     inventory,
     lookup,
@@ -55,6 +56,7 @@ FILTERS: dict[str, Any] = {
     "kiln_torch_index": repos.kiln_torch_index,
     "kiln_doca_repo": repos.kiln_doca_repo,
     "kiln_gpudirect": gpudirect.kiln_gpudirect,
+    "kiln_container_plan": containers.kiln_container_plan,
     "kiln_ofed_builds": packages.kiln_ofed_builds,
     "kiln_stacks_by_host": inventory.kiln_stacks_by_host,
     "kiln_stack_report": report.kiln_stack_report,

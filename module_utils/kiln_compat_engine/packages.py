@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from . import containers
 from .data import compat_data
 from .errors import CompatError
 from .lookup import _doca_release, _driver_branch, _os_entry
@@ -25,7 +26,9 @@ from .versions import _major, _mm, _slurm_major
 NVIDIA_COMPONENTS = ("driver", "driver_companions", "fabricmanager", "cuda", "cudnn", "nccl", "container_toolkit", "dcgm", "dcgm_exporter", "ofed")
 # ... and distribution packages (exact builds from data/compat.yml distro_builds or kiln_stack.builds).
 DISTRO_COMPONENTS = ("slurmctld", "slurmd", "munge", "pmix", "openmpi", "openmpi_dev", "mpi4py", "node_exporter")
-PACKAGE_COMPONENTS = NVIDIA_COMPONENTS + DISTRO_COMPONENTS
+# ... and the container engine (Docker's packages or the distribution's, module ``containers``).
+ENGINE_COMPONENTS = ("container_engine",)
+PACKAGE_COMPONENTS = NVIDIA_COMPONENTS + DISTRO_COMPONENTS + ENGINE_COMPONENTS
 # The build key of each distribution component (openmpi_dev is built with openmpi).
 _BUILD_KEY = {"slurmctld": "slurm", "slurmd": "slurm", "munge": "munge", "pmix": "pmix", "openmpi": "openmpi",
               "openmpi_dev": "openmpi", "mpi4py": "mpi4py", "node_exporter": "node_exporter",
@@ -83,6 +86,9 @@ def kiln_pkg(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = Non
             return []
         fields.update(build=build)
         return _render(mgr, component, fields, os_key)
+    if component == "container_engine":
+        os_id = pkg_mgr if pkg_mgr not in (None, "apt", "dnf", "yum") else r.get("os")
+        return containers.engine_packages(stack, mgr, el, os_id)
     if component == "dcgm_exporter":
         if not r.get("dcgm_exporter"):
             return []

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import containers
 from .errors import CompatError
 from .inventory import kiln_hostlist
 from .lookup import _os_entry
@@ -79,10 +80,23 @@ def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence
                         entry["errors"].append(f"doca repository: {exc}")
                 if stack.get("slurm") and site.get("slurm", {}).get("url"):
                     entry["repos"]["slurm"] = kiln_repo("slurm", stack["os"], site, arch)
+                if (resolved.get("container_engine") or {}).get("kind") == "docker-ce":
+                    try:
+                        entry["repos"]["docker"] = kiln_repo("docker", stack["os"], site, arch)
+                    except CompatError as exc:
+                        entry["errors"].append(f"docker repository: {exc}")
+                if "container_engine" in pk and (resolved.get("container_engine") or {}).get("kind") == "distro" \
+                        and not all(b["recorded"] for b in (containers.engine_versions(resolved) or {}).get("builds", {}).values()):
+                    entry["candidates"].append("container_engine")
             elif stack:
                 entry["errors"].append("no (known) kiln_stack.os: package strings cannot be rendered")
             if (resolved.get("ofed") or {}).get("kind"):
                 entry["gpudirect"] = kiln_gpudirect(stack)
+            if any(resolved.get(k) for k in ("container_engine", "enroot", "pyxis")):
+                try:
+                    entry["containers"] = containers.kiln_container_plan(stack)
+                except CompatError as exc:
+                    entry["errors"].append(f"containers: {exc}")
             if stack.get("torch"):
                 try:
                     entry["pip"] = kiln_torch_index(stack, torch_base_url)
@@ -115,7 +129,8 @@ def kiln_plan_text(plan: Mapping[str, Any]) -> list[str]:
     """Human-readable lines for a kiln_plan result (one block per group and stack)."""
     lines: list[str] = []
     order = ("gpu", "os", "kernel", "driver", "driver_flavor", "fabricmanager", "cuda", "cudnn", "nccl", "torch",
-             "container_toolkit", "dcgm", "ofed", "hca", "slurm", "kubernetes")
+             "container_toolkit", "dcgm", "ofed", "hca", "slurm", "kubernetes", "container_engine", "containerd", "cdi",
+             "enroot", "pyxis")
     for group, info in (plan.get("groups") or {}).items():
         lines.append(f"== group {group} ({info['hosts']} hosts) ==")
         for st in info["stacks"]:
@@ -151,6 +166,13 @@ def kiln_plan_text(plan: Mapping[str, Any]) -> list[str]:
             if st.get("gpudirect"):
                 gd = st["gpudirect"]
                 lines.append(f"    {'gpudirect':<19} {gd['method']} (requested {gd['requested']}): {gd['why']}")
+            if (st.get("containers") or {}).get("engine"):
+                ce = st["containers"]
+                eng, ctd = ce["engine"], ce["containerd"] or {}
+                cdi = f"CDI on ({eng['cdi_mode']})" if ce["cdi"] else \
+                    ("CDI off" if eng["cdi_mode"] else "no CDI in this engine")
+                lines.append(f"    {'engine':<19} {eng['kind']} {eng['version']} from {eng['source']}; containerd "
+                             f"{ctd.get('version')} (config version {ctd.get('config_version')}); {cdi}")
             if st.get("pip"):
                 lines.append(f"    pip {'torch':<15} {st['pip']['requirement']} --index-url {st['pip']['index_url']}")
             for err in st.get("errors") or []:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import schema
+from .containers import docker_os
 from .data import compat_data
 from .errors import CompatError
 from .inventory import _plain, kiln_hostlist
@@ -118,7 +119,7 @@ def kiln_doca_repo(stack: Mapping[str, Any], base_url: str | None = None, arch: 
     return out
 
 
-REPO_NAMES = ("cuda", "container_toolkit", "slurm", "torch", "doca")
+REPO_NAMES = ("cuda", "container_toolkit", "slurm", "torch", "doca", "docker")
 _REPO_KEYS = ("url", "key_url", "fingerprint")
 
 
@@ -208,6 +209,8 @@ def kiln_repo(name: str, os: str | None = None, repos: Any = None, arch: str = "
                 "fingerprint_var": "kiln_repos.slurm.fingerprint"}
     if name == "doca":
         raise CompatError("kiln_repo: the DOCA repository depends on the stack's DOCA version: use kiln_doca_repo(stack)")
+    if name == "docker":
+        return kiln_docker_repo(os, site, arch)
     if not os:
         raise CompatError(f"kiln_repo: the {name} repository needs an OS id (kiln_stack.os)")
     base = kiln_cuda_repo(os, site.get("url"), arch) if name == "cuda" else kiln_container_toolkit_repo(os, site.get("url"), arch)
@@ -215,6 +218,37 @@ def kiln_repo(name: str, os: str | None = None, repos: Any = None, arch: str = "
                 fingerprint=site.get("fingerprint") or compat_data()["repos"][name]["key_fingerprint"],
                 fingerprint_var=f"kiln_repos.{name}.fingerprint")
     return base
+
+
+def kiln_docker_repo(os: str | None, site: Mapping[str, str] | None = None, arch: str = "x86_64") -> dict[str, Any]:
+    """Docker's package repository for an OS, ``site`` (``kiln_repos.docker``) over the data's defaults.
+
+    apt: ``{name, os, distro, pkg_mgr, url: <base>/<distro>, suite: <codename>, components: [stable], key_url,
+    fingerprint, fingerprint_var}``; dnf: ``url`` is ``<base>/rhel/<el>/$basearch/stable`` (no suite).
+    ``kiln_repos.docker.url`` replaces the base (``https://download.docker.com/linux``) for mirrors.
+    """
+    site = dict(site or {})
+    if not os:
+        raise CompatError("kiln_repo: the docker repository needs an OS id (kiln_stack.os)")
+    key, entry = docker_os(os)
+    if not entry:
+        served = ", ".join(compat_data()["container_engine"]["docker_ce"]["os"])
+        raise CompatError(f"kiln_repo: Docker's repository has no packages for {show(os)} (it serves {served}; "
+                          f"preflight rule engine-os)")
+    repo = compat_data()["repos"]["docker"]
+    if arch not in ("x86_64", "aarch64"):
+        raise CompatError(f"kiln_repo: unknown arch {show(arch)}; use x86_64 or aarch64")
+    base = _base(site.get("url"), repo["base_url"])
+    distro_url = f"{base}/{entry['distro']}"
+    out: dict[str, Any] = {"name": "docker", "os": key, "distro": entry["distro"], "arch": arch,
+                           "key_url": site.get("key_url") or f"{distro_url}/{repo['key_file']}",
+                           "fingerprint": site.get("fingerprint") or repo["key_fingerprint"],
+                           "fingerprint_var": "kiln_repos.docker.fingerprint"}
+    if entry["distro"] == "rhel":
+        out.update(pkg_mgr="dnf", url=f"{distro_url}/{entry['el']}/$basearch/stable")
+    else:
+        out.update(pkg_mgr="apt", url=distro_url, suite=entry["suite"], components=list(repo["components"]))
+    return out
 
 
 def kiln_torch_index(stack: Mapping[str, Any], base_url: str | None = None) -> dict[str, Any]:

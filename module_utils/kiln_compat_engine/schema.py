@@ -192,6 +192,7 @@ class Field:
     version: bool = True  # a float/int here is an unquoted version
     required: tuple[str, ...] = ()  # nested: keys that must be present (and not null)
     many: int = 0  # a scalar or a list of at most this many scalars (0: a scalar only)
+    boolean: bool = False  # a YAML boolean (true/false), never a string or a number
 
     def matches(self, text: str) -> bool:
         return bool(self.pattern is None or re.fullmatch(self.pattern, text, _A))
@@ -236,8 +237,20 @@ STACK_FIELDS: dict[str, Field] = {
         for c, ex in (("slurm", "22.05.8-4+deb12u3"), ("slurmctld", "22.05.8-4+deb12u3"), ("slurmd", "22.05.8-4+deb12u3"),
                       ("munge", "0.5.15-2+deb12u1"), ("pmix", "4.2.2-1+deb12u1"), ("openmpi", "4.1.4-3+b1"),
                       ("mpi4py", "3.1.4-2+b2"), ("node_exporter", "1.5.0-1+b6"), ("rdma_core", "44.0-2"),
-                      ("perftest", "4.5+0.17-1"), ("doca_ofed", "2.9.5-0.1.8"))
+                      ("perftest", "4.5+0.17-1"), ("doca_ofed", "2.9.5-0.1.8"),
+                      ("docker_io", "20.10.24+dfsg1-1+deb12u1+b6"), ("containerd", "1.6.20~ds1-1+deb12u3"),
+                      ("runc", "1.1.5+ds1-1+deb12u1"))
     }),
+    "container_engine": Field("the container engine", '{kind: docker-ce, version: "27.5.1"}', shorthand="kind",
+                              version=False, required=("kind",), sub={
+                                  "kind": Field("a container engine kind", "docker-ce", choices=("docker-ce", "distro"),
+                                                version=False),
+                                  "version": Field("a Docker Engine release", "27.5.1", _VER),
+                              }),
+    "containerd": Field("a containerd release (containerd.io)", "1.7.25", _VER),
+    "cdi": Field("whether the engine enables CDI", "true", boolean=True, version=False),
+    "enroot": Field("an Enroot release", "3.5.0", _VER),
+    "pyxis": Field("a Pyxis release", "0.20.0", _VER),
     "kubernetes": Field("Kubernetes component versions", '{apiserver: "1.33", kubelet: "1.33", kubectl: "1.33"}',
                         version=False, sub={
                             c: Field(f"a {c} version", "1.33", r"v?1\.[0-9]{1,3}(?:\.[0-9]{1,3})?")
@@ -269,6 +282,12 @@ def _unquoted(path: str, value: Any) -> str:
 
 def _check_scalar(path: str, field: Field, value: Any, extra: Callable[[str, str], str | None] | None) -> list[dict[str, str]]:
     name = path.split(".", 1)[1] if path.startswith("kiln_stack.") else path
+    if field.boolean:
+        if isinstance(value, bool):
+            return []
+        return [{"key": path, "message": f"{path} is {describe(value)}; it must be {field.what}, the YAML boolean "
+                                         f"true or false (unquoted).",
+                 "fix": f"Set {path} to true or false, e.g. {name.split('.')[-1]}: {field.example}."}]
     if isinstance(value, bool) or (not isinstance(value, str) and not (field.version and isinstance(value, (int, float)))):
         hint = " (YAML reads unquoted yes/no/on/off/true/false as booleans)" if isinstance(value, bool) else ""
         return [{"key": path, "message": f"{path} is {describe(value)}{hint}; it must be {field.what}, a string "

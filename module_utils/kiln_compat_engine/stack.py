@@ -25,16 +25,20 @@ from .violations import _violation
 STACK_KEYS = (
     "gpu", "os", "kernel", "driver", "driver_flavor", "fabricmanager", "cuda", "cudnn", "nccl", "torch",
     "container_toolkit", "dcgm", "ofed", "hca", "slurm", "kubernetes", "builds",
+    "container_engine", "containerd", "cdi", "enroot", "pyxis",
 )
 NESTED_KEYS = {
     "ofed": ("kind", "version", "gpudirect", "profile"),
+    "container_engine": ("kind", "version"),
     "slurm": ("slurmdbd", "slurmctld", "slurmd"),
     "kubernetes": ("apiserver", "kubelet", "kubectl"),
     "builds": ("slurm", "slurmctld", "slurmd", "munge", "pmix", "openmpi", "mpi4py", "node_exporter", "rdma_core", "perftest",
-               "doca_ofed"),
+               "doca_ofed", "docker_io", "containerd", "runc"),
 }
 # Keys whose value is a scalar or a list of scalars (normalised to a list).
 LIST_KEYS = ("hca",)
+# Keys whose value is a YAML boolean (kept a bool).
+BOOL_KEYS = ("cdi",)
 
 def _schema_extra(key: str, value: str) -> str | None:
     """Data-dependent checks of well-shaped scalars: the os and the RDMA stack kind must be ones the data knows."""
@@ -83,7 +87,9 @@ def _normalise_stack(stack: Any) -> dict[str, Any]:
     for key, value in stack.items():
         if value is None:
             continue
-        if key in LIST_KEYS:
+        if key in BOOL_KEYS:
+            out[str(key)] = bool(value)
+        elif key in LIST_KEYS:
             items = value if isinstance(value, (list, tuple)) else [value]
             names = list(dict.fromkeys(str(v) for v in items if v is not None))
             if names:

@@ -274,9 +274,9 @@ def test_denylist_expiry(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None
 def test_every_rule_function_of_every_family_runs() -> None:
     import inspect
 
-    from kiln_compat_engine.rules import CHECKS, cluster, cuda, dcgm, denylist, fabricmanager, gpu, ofed
+    from kiln_compat_engine.rules import CHECKS, cluster, containers, cuda, dcgm, denylist, fabricmanager, gpu, ofed
 
-    defined = [f for m in (gpu, fabricmanager, cuda, dcgm, ofed, cluster, denylist)
+    defined = [f for m in (gpu, fabricmanager, cuda, dcgm, ofed, cluster, containers, denylist)
                for n, f in vars(m).items() if n.startswith("r_") and inspect.isfunction(f) and f.__module__ == m.__name__]
     assert sorted(f.__qualname__ for f in CHECKS) == sorted(f.__qualname__ for f in defined)
     assert len(set(CHECKS)) == len(CHECKS) == len(defined)

@@ -3,7 +3,7 @@
 """The rule engine: :func:`kiln_stack_violations` and the ids of its rules.
 
 One module per rule family (``gpu``, ``fabricmanager``, ``cuda``, ``dcgm``,
-``ofed``, ``cluster``, ``denylist``), each a set of functions of a
+``ofed``, ``cluster``, ``containers``, ``denylist``), each a set of functions of a
 :class:`~.context.Checker`; :data:`CHECKS` runs them in a fixed order, so the
 violations of a stack always come out in the same order.
 """
@@ -19,7 +19,7 @@ from ..errors import CompatError
 from ..schema import show
 from ..stack import _canonical, _normalise_stack, _problems_text, stack_problems
 from ..violations import WARNING, _violation
-from . import cluster, cuda, dcgm, denylist, fabricmanager, gpu, ofed
+from . import cluster, containers, cuda, dcgm, denylist, fabricmanager, gpu, ofed
 from .context import Checker
 
 
@@ -31,6 +31,8 @@ RULES = (
     "ofed-mlnx-eol", "doca-os", "doca-kernel", "doca-profile", "ofed-hca", "hca-detected-unknown",
     "gpudirect-peermem-inbox", "gpudirect-dmabuf-flavor", "gpudirect-dmabuf-kernel", "gpudirect-dmabuf-cuda",
     "gpudirect-dmabuf-gpu",
+    "engine-os", "engine-cdi", "containerd-cdi", "engine-toolkit", "engine-containerd", "enroot-kernel",
+    "pyxis-enroot", "pyxis-slurm",
     "slurm-order", "slurm-skew", "kubernetes-kubelet-skew", "kubernetes-kubectl-skew", "driver-branch-eol",
     "gpu-detected", "gpu-detected-unknown", "denylist", "package-build",
 )
@@ -40,7 +42,7 @@ RULES = (
 CHECKS = (
     gpu.r_cuda_driver, gpu.r_gpu_cuda, gpu.r_gpu_driver, gpu.r_flavor, fabricmanager.r_fabricmanager,
     cuda.r_cuda_os, cuda.r_cudnn, cuda.r_nccl, cuda.r_torch, dcgm.r_dcgm, ofed.r_ofed, cluster.r_slurm,
-    cluster.r_builds, cluster.r_kubernetes, gpu.r_driver_eol, gpu.r_gpu_detected, dcgm.r_dcgm_exporter,
+    cluster.r_builds, cluster.r_kubernetes, containers.r_containers, gpu.r_driver_eol, gpu.r_gpu_detected, dcgm.r_dcgm_exporter,
     denylist.r_denylist,
 )
 """The rule functions in the order they run (the order of the violations they report)."""
