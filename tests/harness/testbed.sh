@@ -79,7 +79,8 @@ printf '%s\n' "${image}" >"${KILN_CACHE}/image"
 # only when its inputs change; scenarios mount it read-only into the nodes.
 repo_hash="$("${KILN_ROOT}/.venv/bin/python" "${KILN_ROOT}/tests/harness/fixture_repo.py" --hash)"
 repo_dir="${KILN_CACHE}/fixture-repo-${repo_hash}"
-"${KILN_ROOT}/.venv/bin/python" "${KILN_ROOT}/tests/harness/fixture_repo.py" "${repo_dir}"
+KILN_IMAGE="${image}" KILN_NET_NAME="${KILN_NET_NAME}" \
+  "${KILN_ROOT}/.venv/bin/python" "${KILN_ROOT}/tests/harness/fixture_repo.py" "${repo_dir}"
 find "${KILN_CACHE}" -maxdepth 1 -name 'fixture-repo-*' ! -name "fixture-repo-${repo_hash}" -exec rm -rf {} +
 ln -sfn "fixture-repo-${repo_hash}" "${KILN_CACHE}/fixture-repo"
 cat >"${KILN_CACHE}/testbed.env" <<ENV

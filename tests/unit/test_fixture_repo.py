@@ -20,10 +20,38 @@ pytestmark = pytest.mark.skipif(
     reason="needs dpkg-deb, dpkg-scanpackages, gpg and gcc (installed by tests/harness/testbed.sh)")
 
 
+def synthetic_deb(cache: Path, package: str, version: str) -> Path:
+    """A small stand-in for a Debian package a fixture package repacks (the unit stage runs before the
+    test-bed image exists): the docker.io paths the manifest's include/exclude lists name, a conffile
+    and maintainer scripts."""
+    root = cache / f"src-{package}"
+    for rel, text in (("usr/sbin/dockerd", "#!/bin/sh\necho dockerd\n"), ("usr/bin/docker", "#!/bin/sh\necho docker\n"),
+                      ("lib/systemd/system/docker.service", "[Service]\nExecStart=/usr/sbin/dockerd\n"),
+                      ("etc/default/docker", "# defaults\n"), ("usr/share/man/man1/docker.1.gz", "man"),
+                      ("usr/share/bash-completion/completions/docker", "# completion\n")):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(0o755)
+    (root / "DEBIAN").mkdir(exist_ok=True)
+    (root / "DEBIAN" / "control").write_text(f"Package: {package}\nVersion: {version}\nArchitecture: amd64\n"
+                                             f"Maintainer: x <x@invalid>\nDescription: stand-in\n")
+    (root / "DEBIAN" / "conffiles").write_text("/etc/default/docker\n")
+    (root / "DEBIAN" / "postinst").write_text("#!/bin/sh\nset -e\necho postinst-of-docker.io\n")
+    (root / "DEBIAN" / "postinst").chmod(0o755)
+    deb = cache / f"{package}_{version.split(':')[-1]}_amd64.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(deb)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return deb
+
+
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     out = tmp_path_factory.mktemp("fixture") / "repo"
-    fixture_repo.build(out)
+    cache = tmp_path_factory.mktemp("debs")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fixture_repo, "fetch_deb", lambda package, version: synthetic_deb(cache, package, version))
+        fixture_repo.build(out)
     return out
 
 
@@ -206,3 +234,38 @@ def test_ofed_info_and_openibd_stand_ins(repo, tmp_path):
     assert not (tmp_path / "run").exists()
     unit = (tmp_path / "usr/lib/systemd/system/openibd.service").read_text()
     assert "ExecStart=/etc/init.d/openibd start bootid=%b" in unit and "WantedBy=sysinit.target" in unit
+
+
+def test_docker_repository_dists_layout_signed(repo, tmp_path):
+    """Docker's repository layout (what kiln_repo('docker') points apt at): dists/bookworm/stable, pool/stable."""
+    base = repo / "docker" / "linux" / "debian"
+    keyring = tmp_path / "kr.gpg"
+    subprocess.run(["gpg", "--batch", "--dearmor", "-o", str(keyring), "--yes", str(repo / "key.asc")], check=True)
+    subprocess.run(["gpgv", "--keyring", str(keyring), str(base / "dists" / "bookworm" / "InRelease")], check=True,
+                   capture_output=True)
+    release = (base / "dists" / "bookworm" / "Release").read_text()
+    assert "Suite: bookworm" in release and "Components: stable" in release
+    index = packages_index(repo, "docker/linux/debian/dists/bookworm/stable/binary-amd64")
+    stack = {"os": "debian-12", "container_engine": {"kind": "docker-ce", "version": "27.5.1"}}
+    for spec in kiln_packages(stack)["container_engine"]:
+        name, version = spec.split("=", 1)
+        entry = index[(name, version)]
+        assert entry["Filename"].startswith("pool/stable/"), entry
+        assert (base / entry["Filename"]).is_file()
+    assert "docker.io" in index[("docker-ce", "5:27.5.1-1~debian.12~bookworm")]["Conflicts"]
+
+
+def test_repacked_engine_carries_the_debian_contents(repo, tmp_path):
+    """docker-ce gets dockerd, the units, the conffile and the maintainer scripts; docker-ce-cli the CLI."""
+    pool = repo / "docker" / "linux" / "debian" / "pool" / "stable"
+    engine = subprocess.run(["dpkg-deb", "-c", str(next(pool.glob("docker-ce_*.deb")))], check=True,
+                            capture_output=True, text=True).stdout
+    cli = subprocess.run(["dpkg-deb", "-c", str(next(pool.glob("docker-ce-cli_*.deb")))], check=True,
+                         capture_output=True, text=True).stdout
+    assert "./usr/sbin/dockerd" in engine and "./lib/systemd/system/docker.service" in engine
+    assert "./usr/bin/docker\n" not in engine and "man1" not in engine
+    assert "./usr/bin/docker" in cli and "dockerd" not in cli
+    ctl = tmp_path / "ctl"
+    subprocess.run(["dpkg-deb", "-e", str(next(pool.glob("docker-ce_*.deb"))), str(ctl)], check=True)
+    assert "postinst-of-docker.io" in (ctl / "postinst").read_text()
+    assert (ctl / "conffiles").read_text().split() == ["/etc/default/docker"]

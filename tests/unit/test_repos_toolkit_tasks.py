@@ -242,13 +242,14 @@ def test_runtime_tasks_restart_only_what_changed(tmp_path, monkeypatch):
     for name in ("nvidia-ctk", "dockerd", "containerd"):
         (bin_dir / name).touch()
         (bin_dir / name).chmod(0o755)
-    info = {n: {"binary": f"{bin_dir}/{b}", "config": f"{etc}/{n}.toml", "service": n}
+    info = {n: {"binary": b, "config": f"{etc}/{n}.toml", "service": n}
             for n, b in (("docker", "dockerd"), ("containerd", "containerd"), ("crio", "crio"))}
     play = _local(kiln_stack={"container_toolkit": "1.20.0"}, kiln_gpu_present=False)
     play["roles"] = ["nvidia_container_toolkit"]
     path = _play(tmp_path, "toolkit", play)
     extra = tmp_path / "extra.json"
-    extra.write_text(json.dumps({"__nvidia_container_toolkit_runtime_info": info}))
+    extra.write_text(json.dumps({"__nvidia_container_toolkit_runtime_info": info,
+                                 "__nvidia_container_toolkit_bin_dirs": [str(bin_dir)]}))
     monkeypatch.setenv("ANSIBLE_ROLES_PATH", str(roles))
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 

@@ -110,14 +110,80 @@ def test_container_runtime_configured_where_present(host):
     cdi = host.check_output("nvidia-ctk cdi list")
     assert cdi.count("nvidia.com/gpu=") >= (8 if is_h100(host) else 2)
     assert host.file("/etc/cdi/nvidia.yaml").mode == 0o644
+    # real containerd (from the engine's packages) parsed the drop-in nvidia-ctk wrote, after the
+    # toolkit upgrade 1.19.1 -> 1.20.0 and kiln's own config.toml importing the drop-in directory
+    assert host.service("containerd").is_running
+    dump = host.check_output("containerd config dump")
+    assert "runtimes.nvidia]" in dump
+    assert "nvidia-container-runtime" in dump
+    top = host.file("/etc/containerd/config.toml").content_string
+    assert 'imports = ["/etc/containerd/conf.d/*.toml"]' in top and "Managed by kiln" in top
+
+
+ENGINE_HELD = {True: ["docker-ce", "docker-ce-cli", "containerd.io", "docker-buildx-plugin", "docker-compose-plugin"],
+               False: ["docker.io", "containerd", "runc"]}
+
+
+def test_docker_engine_pinned_and_held(host):
+    held = host.check_output("apt-mark showhold").split()
+    for name in ENGINE_HELD[is_h100(host)]:
+        assert name in held, f"{name} not held"
     if is_h100(host):
-        # real containerd parsed the drop-in nvidia-ctk wrote
-        assert host.service("containerd").is_running
-        dump = host.check_output("containerd config dump")
-        assert "runtimes.nvidia]" in dump
-        assert "nvidia-container-runtime" in dump
+        assert host.package("docker-ce").version == "5:27.5.1-1~debian.12~bookworm"
+        assert host.package("containerd.io").version == "1.7.25-1"
+        assert host.file("/etc/apt/sources.list.d/kiln-docker.sources").contains("Suites: bookworm")
     else:
-        assert not host.file("/etc/containerd/conf.d/99-nvidia.toml").exists
+        assert host.package("docker.io").version == "20.10.24+dfsg1-1+deb12u1+b6"
+    assert host.service("docker").is_running and host.service("docker").is_enabled
+
+
+def test_docker_lists_the_nvidia_runtime_and_keeps_the_operators_key(host):
+    info = json.loads(host.check_output("docker info --format '{{json .}}'"))
+    assert "nvidia" in info["Runtimes"]
+    assert info["Driver"] == "vfs" and info["CgroupDriver"] == "cgroupfs"
+    daemon = json.loads(host.file("/etc/docker/daemon.json").content_string)
+    assert daemon["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
+    assert daemon["max-concurrent-downloads"] == 5, "the operator's own key survived kiln's re-runs"
+    assert daemon["log-opts"] == {"max-size": "100m", "max-file": "3"} and daemon["live-restore"] is True
+    assert daemon["default-ulimits"]["memlock"] == {"Name": "memlock", "Soft": 4194304, "Hard": 4194304}
+
+
+@pytest.fixture(scope="module")
+def busybox_image(host):
+    """A local image (no registry): docker import of a root holding a static busybox."""
+    host.check_output("rm -rf /tmp/kiln-img && mkdir -p /tmp/kiln-img/bin && cp /bin/busybox /tmp/kiln-img/bin/busybox"
+                      " && ln -sf busybox /tmp/kiln-img/bin/sh && ln -sf busybox /tmp/kiln-img/bin/ls")
+    host.check_output("tar -C /tmp/kiln-img -c . | docker import - kiln-test/busybox:1")
+    return "kiln-test/busybox:1"
+
+
+def test_docker_run_with_the_nvidia_runtime_sees_the_gpus(host, busybox_image):
+    gpus = 8 if is_h100(host) else 2
+    seen = host.check_output(f"docker run --rm --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all {busybox_image} ls /dev")
+    assert sorted(d for d in seen.split() if d[len("nvidia"):].isdigit() and d.startswith("nvidia")) == \
+        sorted(f"nvidia{i}" for i in range(gpus))
+    one = host.check_output(f"docker run --rm --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=1 {busybox_image} ls /dev")
+    assert "nvidia1" in one.split() and "nvidia0" not in one.split()
+    # without the nvidia runtime (runc), no GPU reaches the container
+    plain = host.check_output(f"docker run --rm -e NVIDIA_VISIBLE_DEVICES=all {busybox_image} ls /dev")
+    assert "nvidia0" not in plain.split()
+    # the memlock limit of daemon.json's default-ulimits reaches the container (KiB)
+    assert host.check_output(f"docker run --rm {busybox_image} sh -c 'ulimit -l'").strip() == "4096"
+
+
+def test_cdi_spec_regenerated_when_the_driver_changes(host):
+    """kiln-nvidia-cdi-refresh.path: a rewrite of the driver's nvidia-smi starts the regeneration."""
+    assert host.service("kiln-nvidia-cdi-refresh.path").is_enabled
+    prop = "systemctl show kiln-nvidia-cdi-refresh.service -p ExecMainStartTimestampMonotonic --value"
+    before = host.check_output(prop)
+    host.check_output("cp -p /usr/bin/nvidia-smi /tmp/nvidia-smi.kiln && cat /tmp/nvidia-smi.kiln > /usr/bin/nvidia-smi")
+    for _ in range(50):
+        if host.check_output(prop) != before:
+            break
+        host.run("sleep 0.2")
+    assert host.check_output(prop) != before, "the path unit did not start the CDI regeneration"
+    assert host.run("systemctl is-failed kiln-nvidia-cdi-refresh.service").stdout.strip() != "failed"
+    assert f"{DRIVER}" in host.file("/etc/cdi/nvidia.yaml").content_string
 
 
 def test_dcgm_running_and_sees_every_gpu(host):

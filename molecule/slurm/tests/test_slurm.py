@@ -118,3 +118,72 @@ def test_munge_key_never_in_verbose_output(host, log):
     text = (EPHEMERAL / log).read_text()
     assert "Write the key when this node's copy differs" in text
     assert key_b64 not in text and key_b64[:64] not in text
+
+
+# ---- Containers for Slurm: Enroot 3.5.0 and Pyxis 0.20.0 (playbooks/containers.yml; fixture release
+# artifacts: real names and sha256, stand-in contents -- Pyxis is a stand-in SPANK plugin built on each node).
+def test_enroot_installed_at_the_stack_version_and_held(host):
+    for name in COMPUTE:
+        compute = node(name)
+        assert compute.check_output("enroot version").strip() == "3.5.0"
+        status = compute.check_output("dpkg-query --show --showformat '${Package} ${Version} ${db:Status-Abbrev}\\n' "
+                                      "enroot enroot+caps")
+        assert sorted(status.splitlines()) == ["enroot 3.5.0-1 hi ", "enroot+caps 3.5.0-1 hi "], status
+        assert {"enroot", "enroot+caps"} <= set(compute.check_output("apt-mark showhold").split())
+    assert not host.exists("enroot"), "Enroot belongs on compute nodes only"
+
+
+def test_enroot_conf_has_per_user_local_paths(host):
+    for name in COMPUTE:
+        compute = node(name)
+        conf = {line.split(None, 1)[0]: line.split(None, 1)[1].strip()
+                for line in compute.file("/etc/enroot/enroot.conf").content_string.splitlines()
+                if line.strip() and not line.startswith("#")}
+        assert conf["ENROOT_RUNTIME_PATH"] == "/run/enroot/user-$(id -u)"
+        assert conf["ENROOT_CACHE_PATH"] == "/var/lib/enroot/cache/user-$(id -u)"
+        assert conf["ENROOT_DATA_PATH"] == "/var/lib/enroot/data/user-$(id -u)"
+        assert conf["ENROOT_RESTRICT_DEV"] == "yes" and conf["ENROOT_MOUNT_HOME"] == "no"
+        for base in ("/run/enroot", "/var/lib/enroot/cache", "/var/lib/enroot/data"):
+            assert compute.file(base).mode == 0o1777, base
+        assert "d /run/enroot 1777 root root -" in compute.file("/etc/tmpfiles.d/kiln-enroot.conf").content_string
+
+
+def test_enroot_pmix_hook_and_nccl_environment(host):
+    for name in COMPUTE:
+        compute = node(name)
+        for hook in ("50-slurm-pmi.sh", "50-slurm-pytorch.sh"):
+            link = compute.file(f"/etc/enroot/hooks.d/{hook}")
+            assert link.is_symlink and link.linked_to == f"/usr/share/enroot/hooks.d/{hook}", hook
+        env = compute.file("/etc/enroot/environ.d/50-nccl-rdma.env").content_string.splitlines()
+        assert "NCCL_IB_HCA=mlx5_0:1,mlx5_1:1" in env and "NCCL_SOCKET_IFNAME=eth0" in env
+
+
+def test_pyxis_plugstack_entry_on_every_node(host):
+    for name in ["kiln-slurm-ctl"] + COMPUTE:
+        target = node(name)
+        include = [line for line in target.file("/etc/slurm/plugstack.conf").content_string.splitlines()
+                   if line.startswith("include ")]
+        assert include == ["include /etc/slurm/plugstack.conf.d/*.conf"], (name, include)
+        conf = target.file("/etc/slurm/plugstack.conf.d/pyxis.conf").content_string
+        assert ("required /usr/local/lib/slurm/spank_pyxis.so container_scope=job execute_entrypoint=0 "
+                "runtime_path=/run/pyxis sbatch_support=1") in conf.splitlines(), (name, conf)
+        assert target.file("/usr/local/lib/slurm/spank_pyxis.so").mode == 0o755
+    # built against the installed Slurm's own headers
+    assert node("kiln-slurm-c1").check_output("dpkg-query --show --showformat '${Version}' libslurm-dev") == \
+        node("kiln-slurm-c1").check_output("dpkg-query --show --showformat '${Version}' slurmd")
+
+
+def test_srun_container_image_reaches_slurmstepd_through_plugstack(host):
+    wait_idle(host, COMPUTE)
+    out = host.check_output("timeout 60 srun -N3 --container-image=kiln/standin bash -c "
+                            "'echo \"$(hostname) $PYXIS_STANDIN_IMAGE $PYXIS_STANDIN_ARGS\"'")
+    lines = sorted(out.splitlines())
+    assert [line.split()[:2] for line in lines] == [[n, "kiln/standin"] for n in COMPUTE], out
+    assert all("container_scope=job" in line for line in lines), out
+
+
+def test_srun_rejects_an_unknown_container_option(host):
+    # srun knows the options only through the plugin: a misspelt one is refused before any job starts
+    bad = host.run("timeout 60 srun --container-imagex=kiln/standin true")
+    assert bad.rc != 0 and "unrecognized option" in bad.stderr, (bad.rc, bad.stderr)
+    assert "--container-image=" in host.check_output("srun --help")

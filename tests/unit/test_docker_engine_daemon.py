@@ -1,0 +1,103 @@
+"""docker_engine's daemon.json merge, run for real (ansible-playbook on localhost, the file under tmp_path).
+
+Merged, never clobbered: the nvidia runtime nvidia-ctk wrote and an operator's own key survive; kiln's
+keys are set; a second run changes nothing (content compared, not bytes); a file that is not JSON, or
+JSON that is not an object, stops the role naming the file and is left as it was. dockerd is a stand-in
+on PATH whose --help has no --validate (as Debian's 20.10), so no validation command runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+import kiln_playbook
+
+pytestmark = pytest.mark.skipif(kiln_playbook.ANSIBLE_PLAYBOOK is None, reason="needs ansible-playbook")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(tmp_path: Path, daemon: Path, **extra: object) -> tuple[int, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "dockerd").write_text("#!/bin/sh\necho 'Usage: dockerd [OPTIONS]'\n")
+    (bin_dir / "dockerd").chmod(0o755)
+    play = [{
+        "name": "daemon.json merge", "hosts": "localhost", "connection": "local", "gather_facts": False,
+        "tasks": [{"name": "Merge", "ansible.builtin.include_role": {"name": "docker_engine", "tasks_from": "daemon"}}],
+    }]
+    path = tmp_path / "play.yml"
+    path.write_text(yaml.safe_dump(play, sort_keys=False))
+    # extra vars: they outrank the role's vars/main.yml, where the file's path lives
+    variables = {"kiln_stack": {"os": "debian-12", "container_engine": {"kind": "docker-ce", "version": "27.5.1"},
+                                "cdi": True},
+                 "__docker_engine_daemon_json": str(daemon), "docker_engine_service_enabled": False, **extra}
+    extra_file = tmp_path / "extra.json"
+    extra_file.write_text(json.dumps(variables))
+    env_path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    old = os.environ["PATH"]
+    real = Path("/etc/docker/daemon.json")
+    before = real.read_bytes() if real.exists() else None
+    os.environ["PATH"] = env_path
+    try:
+        done = kiln_playbook.run_playbook(str(path), "-e", f"@{extra_file}", tmp_path=tmp_path)
+    finally:
+        os.environ["PATH"] = old
+    assert (real.read_bytes() if real.exists() else None) == before, "the test touched this machine's daemon.json"
+    return done.returncode, done.stdout + done.stderr
+
+
+def _changed(out: str) -> int:
+    return int(out.split("changed=")[1].split()[0])
+
+
+def test_merge_keeps_the_runtime_and_the_operators_key_then_is_idempotent(tmp_path: Path) -> None:
+    daemon = tmp_path / "daemon.json"
+    daemon.write_text(json.dumps({"runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}},
+                                  "max-concurrent-downloads": 5, "log-opts": {"max-size": "10m", "labels": "x"}}))
+    rc, out = _run(tmp_path, daemon, docker_engine_daemon_config={"debug": True})
+    assert rc == 0, out
+    merged = json.loads(daemon.read_text())
+    assert merged["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
+    assert merged["max-concurrent-downloads"] == 5
+    assert merged["log-opts"] == {"max-size": "100m", "max-file": "3", "labels": "x"}  # kiln's keys over, others kept
+    assert merged["features"] == {"cdi": True}  # Docker 27 needs the opt-in flag
+    assert merged["default-ulimits"]["memlock"] == {"Name": "memlock", "Soft": -1, "Hard": -1}
+    assert merged["debug"] is True and merged["live-restore"] is True
+    assert daemon.read_text().startswith('{\n    "') and daemon.read_text().endswith("}\n")  # nvidia-ctk's layout
+    # the same content written differently (nvidia-ctk rewrites with its own spacing) is no change
+    daemon.write_text(json.dumps(merged, indent=1))
+    rc, again = _run(tmp_path, daemon, docker_engine_daemon_config={"debug": True})
+    assert rc == 0 and _changed(again) == 0, again
+
+
+def test_a_null_operator_key_removes_it(tmp_path: Path) -> None:
+    daemon = tmp_path / "daemon.json"
+    daemon.write_text(json.dumps({"debug": True, "max-concurrent-downloads": 5}))
+    rc, out = _run(tmp_path, daemon, docker_engine_daemon_config={"debug": None})
+    assert rc == 0, out
+    merged = json.loads(daemon.read_text())
+    assert "debug" not in merged and merged["max-concurrent-downloads"] == 5
+
+
+@pytest.mark.parametrize("content", ['{"runtimes": {', '["not", "an", "object"]', "nvidia: yes\n"])
+def test_a_file_kiln_cannot_read_stops_the_role_and_is_left_alone(tmp_path: Path, content: str) -> None:
+    daemon = tmp_path / "daemon.json"
+    daemon.write_text(content)
+    rc, out = _run(tmp_path, daemon)
+    assert rc != 0
+    assert str(daemon) in out and ("not valid JSON" in out or "not an object" in out), out
+    assert daemon.read_text() == content
+    assert "Traceback" not in out
+
+
+def test_a_missing_file_is_created(tmp_path: Path) -> None:
+    daemon = tmp_path / "etc" / "docker" / "daemon.json"
+    rc, out = _run(tmp_path, daemon, kiln_stack={"os": "debian-12", "container_engine": "distro"})
+    assert rc == 0, out
+    merged = json.loads(daemon.read_text())
+    assert "features" not in merged and merged["exec-opts"] == ["native.cgroupdriver=systemd"]
