@@ -192,6 +192,14 @@ def test_engine_os_refusals() -> None:
     assert ("engine-os", "warning") in rs and "engine-os" not in errors(dict(BASE, os="debian-13", container_engine=DOCKER))
 
 
+def test_distro_on_rhel_fix_names_a_verified_release_built_for_it() -> None:
+    v = [x for x in kiln_stack_violations(dict(BASE, os="rhel-9", container_engine="distro")) if x["rule"] == "engine-os"]
+    fixed = v[0]["fix_stack"]["container_engine"]
+    assert fixed["kind"] == "docker-ce"
+    assert compat_data()["container_engine"]["docker_ce"]["releases"][fixed["version"]]["confidence"] != "UNVERIFIED"
+    assert errors(dict(BASE, os="rhel-9", container_engine=fixed)) == set()
+
+
 def test_engine_os_fix_names_a_release_that_is_built() -> None:
     v = [x for x in kiln_stack_violations(dict(BASE, os="ubuntu-26.04", container_engine=DOCKER)) if x["rule"] == "engine-os"]
     assert v and v[0]["fix"] and "ubuntu-26.04" in v[0]["message"]

@@ -32,7 +32,8 @@ def _resolve(ck: Checker) -> dict[str, Any] | None:
         if not eng["version"]:
             ck.add(_violation("engine-os", ["container_engine.version"],
                               "kiln_stack.container_engine is kind docker-ce but names no release.",
-                              "Set kiln_stack.container_engine.version to a Docker Engine release, e.g. \"27.5.1\".",
+                              f"Set kiln_stack.container_engine.version to a Docker Engine release, e.g. "
+                              f"\"{max(d['docker_ce']['releases'], key=kiln_version_key)}\".",
                               None, "VERIFIED", "docs/containers.md"))
             return None
         if not eng["release"]:
@@ -47,6 +48,23 @@ def _resolve(ck: Checker) -> dict[str, Any] | None:
                             "Check that the release exists and record it in data/compat.yml with a source, or use a "
                             "listed one.", severity=WARNING))
     return eng
+
+
+def _built_for(d: dict[str, Any], os_key: str) -> str | None:
+    """The newest Docker Engine release of the data that Docker's repository builds for an OS, preferring
+    releases whose data is not UNVERIFIED (None: none)."""
+    repo = d["docker_ce"]["os"].get(os_key)
+    if not repo:
+        return None
+    first, last = repo.get("first"), repo.get("last")
+    rels = [r for r in d["docker_ce"]["releases"]
+            if (not first or kiln_version_cmp(_mm(r), first) >= 0) and (not last or kiln_version_cmp(_mm(r), last) <= 0)]
+    known = [r for r in rels if d["docker_ce"]["releases"][r].get("confidence") != "UNVERIFIED"] or rels
+    return max(known, key=kiln_version_key) if known else None
+
+
+def _newest(ck: Checker, component: str) -> str:
+    return max(ck.d[component]["releases"], key=kiln_version_key)
 
 
 def r_containers(ck: Checker) -> None:
@@ -81,12 +99,14 @@ def _engine_os(ck: Checker, eng: dict[str, Any]) -> None:
     os_key, os_entry = ck.os
     if eng["kind"] == "distro":
         if os_entry.get("family") not in d["distro"]["families"]:
+            fit = _built_for(d, os_key)
             ck.add(_violation(
                 "engine-os", ["container_engine", "os"],
                 f"{os_key} does not package Docker (docker.io): its distribution ships podman instead.",
-                "Set kiln_stack.container_engine to {kind: docker-ce, version: \"27.5.1\"} (Docker's repository).",
-                {"container_engine": {"kind": "docker-ce", "version": "27.5.1"}}, d["distro"]["confidence"],
-                d["distro"]["source"]))
+                (f"Set kiln_stack.container_engine to {{kind: docker-ce, version: \"{fit}\"}} (Docker's repository)."
+                 if fit else "Use kind docker-ce with a Docker Engine release Docker's repository builds for this OS."),
+                {"container_engine": {"kind": "docker-ce", "version": fit}} if fit else None,
+                d["distro"]["confidence"], d["distro"]["source"]))
             return
         builds = eng["builds"]
         missing = [c for c in ("docker_io", "containerd", "runc") if not builds[c]["recorded"]]
@@ -113,9 +133,7 @@ def _engine_os(ck: Checker, eng: dict[str, Any]) -> None:
     too_old = first and kiln_version_cmp(_mm(version), first) < 0
     too_new = last and kiln_version_cmp(_mm(version), last) > 0
     if too_old or too_new:
-        rels = [r for r in d["docker_ce"]["releases"]
-                if (not first or kiln_version_cmp(_mm(r), first) >= 0) and (not last or kiln_version_cmp(_mm(r), last) <= 0)]
-        fit = max(rels, key=kiln_version_key) if rels else None
+        fit = _built_for(d, os_key)
         span = f"{first or '?'} .. {last or 'current'}"
         ck.add(_violation(
             "engine-os", ["container_engine.version", "os"],
@@ -165,7 +183,8 @@ def _engine_toolkit(ck: Checker, eng: dict[str, Any]) -> None:
             "engine-toolkit", ["container_engine", "container_toolkit"],
             "The stack has a container engine but no container_toolkit: containers on this node get no GPUs "
             "(no nvidia runtime, no CDI spec).",
-            "Set kiln_stack.container_toolkit (e.g. \"1.20.0\").", None, "DERIVED", "docs/containers.md",
+            f"Set kiln_stack.container_toolkit (e.g. \"{_newest(ck, 'container_toolkit')}\").", None, "DERIVED",
+            "docs/containers.md",
             severity=WARNING))
         return
     if tk not in ck.d["container_toolkit"]["releases"]:
@@ -177,12 +196,12 @@ def _engine_toolkit(ck: Checker, eng: dict[str, Any]) -> None:
             f"CDI needs `nvidia-ctk cdi generate`, which the Container Toolkit has from {need['cdi_from']['version']}; "
             f"the stack's toolkit is {tk}.",
             f"Raise kiln_stack.container_toolkit to {need['cdi_from']['version']} or newer.",
-            {"container_toolkit": max(ck.d["container_toolkit"]["releases"], key=kiln_version_key)},
+            {"container_toolkit": _newest(ck, "container_toolkit")},
             need["cdi_from"]["confidence"], need["cdi_from"]["source"]))
     ctd = eng["containerd"]
     v3 = need["containerd_v3_from"]
     if ctd and _major(ctd) == "2" and kiln_version_cmp(tk, v3["version"]) < 0:
-        newest = max(ck.d["container_toolkit"]["releases"], key=kiln_version_key)
+        newest = _newest(ck, "container_toolkit")
         ck.add(_violation(
             "engine-toolkit", ["container_toolkit", "containerd"],
             f"containerd {ctd} reads config version 3, which `nvidia-ctk runtime configure` writes from toolkit "
@@ -251,7 +270,7 @@ def _pyxis(ck: Checker) -> None:
             f"Set kiln_stack.enroot (>= {min_enroot['version']}), or make sure Enroot is installed on the compute nodes.",
             None, "DERIVED", min_enroot["source"], severity=WARNING))
     elif kiln_version_cmp(enroot, min_enroot["version"]) < 0:
-        newest = max(ck.d["enroot"]["releases"], key=kiln_version_key)
+        newest = _newest(ck, "enroot")
         ck.add(_violation(
             "pyxis-enroot", ["pyxis", "enroot"],
             f"Pyxis needs Enroot >= {min_enroot['version']}; the stack's Enroot is {enroot}.",
