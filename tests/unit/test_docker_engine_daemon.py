@@ -21,14 +21,14 @@ pytestmark = pytest.mark.skipif(kiln_playbook.ANSIBLE_PLAYBOOK is None, reason="
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(tmp_path: Path, daemon: Path, **extra: object) -> tuple[int, str]:
+def _run(tmp_path: Path, daemon: Path, tasks_from: str = "daemon", **extra: object) -> tuple[int, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "dockerd").write_text("#!/bin/sh\necho 'Usage: dockerd [OPTIONS]'\n")
     (bin_dir / "dockerd").chmod(0o755)
     play = [{
         "name": "daemon.json merge", "hosts": "localhost", "connection": "local", "gather_facts": False,
-        "tasks": [{"name": "Merge", "ansible.builtin.include_role": {"name": "docker_engine", "tasks_from": "daemon"}}],
+        "tasks": [{"name": "Merge", "ansible.builtin.include_role": {"name": "docker_engine", "tasks_from": tasks_from}}],
     }]
     path = tmp_path / "play.yml"
     path.write_text(yaml.safe_dump(play, sort_keys=False))
@@ -101,3 +101,24 @@ def test_a_missing_file_is_created(tmp_path: Path) -> None:
     assert rc == 0, out
     merged = json.loads(daemon.read_text())
     assert "features" not in merged and merged["exec-opts"] == ["native.cgroupdriver=systemd"]
+
+
+@pytest.mark.parametrize(("ulimits", "named"), [
+    ({"memlock": {"soft": "unlimited", "hard": -1}}, "memlock has soft unlimited"),
+    ({"memlock": {"soft": 4.5, "hard": 8}}, "memlock has soft 4.5"),
+    ({"memlock": {"soft": True, "hard": 8}}, "memlock has soft True"),
+    ({"stack": {"soft": 10, "hard": 5}}, "stack has soft 10 above hard 5"),
+    ({"nofile": 1024}, "nofile is 1024, not {soft, hard}"),
+    ({"memlock": {"soft": -2, "hard": -1}}, "memlock has soft -2"),
+])
+def test_bad_default_ulimits_are_refused_naming_the_limit(tmp_path: Path, ulimits: dict, named: str) -> None:
+    """A limit that is not a whole number would be rendered as 0 by `| int`: refused before any change."""
+    rc, out = _run(tmp_path, tmp_path / "daemon.json", tasks_from="validate", docker_engine_default_ulimits=ulimits)
+    assert rc != 0 and "docker_engine_default_ulimits" in out and named in out, out
+    assert not (tmp_path / "daemon.json").exists()
+
+
+def test_good_default_ulimits_pass_validation(tmp_path: Path) -> None:
+    rc, out = _run(tmp_path, tmp_path / "daemon.json", tasks_from="validate",
+                   docker_engine_default_ulimits={"memlock": {"soft": -1, "hard": -1}, "stack": {"soft": 5, "hard": 10}})
+    assert rc == 0, out
