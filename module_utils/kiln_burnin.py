@@ -20,7 +20,7 @@ try:
         expected_gpu_count, failed_before_pairs, health_checks, nccl_check, node_sku, pair_band, passive_checks,
         relative_single_node, required_checks, tools_check,
     )
-    from ansible.module_utils.kiln_burnin_pair_phase import REASON_PREFIX, pair_checks
+    from ansible.module_utils.kiln_burnin_pair_phase import REASON_PREFIX, kiln_drain, pair_checks
     from ansible.module_utils import kiln_fabric_checks, kiln_fabric_pairs
 except ImportError:  # imported as a top-level module (unit tests)
     import kiln_baseline  # type: ignore[no-redef]
@@ -34,7 +34,7 @@ except ImportError:  # imported as a top-level module (unit tests)
         expected_gpu_count, failed_before_pairs, health_checks, nccl_check, node_sku, pair_band, passive_checks,
         relative_single_node, required_checks, tools_check,
     )
-    from kiln_burnin_pair_phase import REASON_PREFIX, pair_checks  # type: ignore[no-redef]
+    from kiln_burnin_pair_phase import REASON_PREFIX, kiln_drain, pair_checks  # type: ignore[no-redef]
     import kiln_fabric_checks  # type: ignore[no-redef]
     import kiln_fabric_pairs  # type: ignore[no-redef]
 
@@ -272,7 +272,8 @@ def report(run_id: str, mode: str, assembled: Mapping[str, Any], results_dir: st
         planned = plan_actions(summary["nodes"], mode, actions.get("drained_before") or {},
                                actions.get("resumed") or [], actions.get("slurm_names"),
                                actions.get("backend") or "slurm",
-                               bool(actions.get("override_operator_drain")))
+                               bool(actions.get("override_operator_drain")),
+                               actions.get("resume_on") or (PASS, WARN))
         summary["actions"] = planned
         for entry in planned:
             summary["nodes"][entry["node"]]["action"] = {k: entry[k] for k in ("action", "reason", "why")}
@@ -290,13 +291,14 @@ def report(run_id: str, mode: str, assembled: Mapping[str, Any], results_dir: st
 
 def plan_actions(nodes: Mapping[str, Mapping[str, Any]], mode: str, drained_before: Mapping[str, str],
                  resumed: Sequence[str], slurm_names: Optional[Mapping[str, str]] = None,
-                 backend: str = "slurm", override_operator_drain: bool = False) -> List[Dict[str, Any]]:
+                 backend: str = "slurm", override_operator_drain: bool = False,
+                 resume_on: Sequence[str] = (PASS, WARN)) -> List[Dict[str, Any]]:
     """What the burn-in does to each judged node in the scheduler.
 
     FAIL: drain with ``BURNIN: <failed checks>`` -- except a node a person
     drained, whose drain is restored untouched. A node the run resumed for the
-    test (swap target that was drained): PASS/WARN in swap mode with a
-    burn-in drain stays resumed (a person's drain only with
+    test (swap target that was drained): PASS/WARN (*resume_on*; the rolling
+    upgrade asks for PASS only) in swap mode with a kiln drain stays resumed (a person's drain only with
     *override_operator_drain*, which is what let the run test it); anything
     else gets its old drain back.
     Backends: ``slurm`` (scontrol), ``none`` (report only); a Kubernetes
@@ -304,20 +306,24 @@ def plan_actions(nodes: Mapping[str, Mapping[str, Any]], mode: str, drained_befo
     """
     if backend not in ("slurm", "none"):
         raise kiln_verdict.KilnConfigError(f"kiln_burnin_actions must be slurm or none, not {backend!r}")
+    resume_on = tuple(resume_on)
+    if not resume_on or any(s not in (PASS, WARN) for s in resume_on):
+        raise kiln_verdict.KilnConfigError(
+            f"kiln_burnin_resume_on must list PASS and/or WARN, not {list(resume_on)!r}")
     names = dict(slurm_names or {})
     actions: List[Dict[str, Any]] = []
     for node in sorted(nodes):
         record = nodes[node]
         status = record.get("status")
         before = drained_before.get(node)
-        by_person = before is not None and not before.startswith(REASON_PREFIX)
+        by_person = before is not None and not kiln_drain(before)
         failed = [c["id"] for c in record.get("checks") or [] if c.get("status") == FAIL]
         if status == FAIL and not by_person:
             first = next((c for c in record.get("checks") or [] if c.get("status") == FAIL), {})
             reason = f"{REASON_PREFIX} {', '.join(failed)}: {first.get('detail') or ''}"
             action = {"action": "drain", "reason": reason[:200].rstrip(),
                       "why": "failed " + ", ".join(failed)}
-        elif node in resumed and mode == "swap" and status in (PASS, WARN) and (
+        elif node in resumed and mode == "swap" and status in resume_on and (
                 not by_person or override_operator_drain):
             action = {"action": "resume", "reason": None,
                       "why": f"passed in swap mode; drained before ({before})"
@@ -325,7 +331,8 @@ def plan_actions(nodes: Mapping[str, Mapping[str, Any]], mode: str, drained_befo
         elif node in resumed or (status == FAIL and by_person):
             action = {"action": "restore", "reason": before,
                       "why": ("drained by a person: kiln never resumes it" if by_person else
-                              f"{status} in {mode} mode: a burn-in drain is lifted only by a passing swap run")
+                              f"{status} in {mode} mode: a kiln drain is lifted only by a swap run that ends "
+                              + " or ".join(resume_on))
                       + (f"; failed {', '.join(failed)}" if failed else "")}
         else:
             continue

@@ -28,8 +28,16 @@ except ImportError:  # imported as a top-level module (unit tests)
     )
     from kiln_sinfo import DOWN, DRAINED, UNRECOGNISED, condition  # type: ignore[no-redef]
 
-#: A drain reason that starts with this was set by the burn-in (and only those are resumed).
+#: A drain reason that starts with this was set by the burn-in.
 REASON_PREFIX = "BURNIN:"
+#: Drain reasons kiln sets: the burn-in's, and the rolling upgrade's (playbooks/upgrade.yml drains a
+#: batch with ``UPGRADE: ...`` and its swap burn-in resumes it on PASS). Only these are ever resumed.
+KILN_REASON_PREFIXES = (REASON_PREFIX, "UPGRADE:")
+
+
+def kiln_drain(reason: Any) -> bool:
+    """True when a Slurm drain reason is one kiln set (burn-in or rolling upgrade), not a person's."""
+    return str(reason or "").startswith(KILN_REASON_PREFIXES)
 MODES = ("quick", "default", "acceptance", "swap")
 
 
@@ -92,7 +100,7 @@ def pair_start(nodes: Sequence[str], mode: str, targets: Sequence[str], partners
     *nodes*: the hosts that passed the per-node phases. With *slurm*
     (kiln_sinfo.parse_sinfo of the participants): a down node, or one in a state
     kiln_sinfo does not know, is out (INCOMPLETE). A
-    drained swap target whose drain a burn-in set (``BURNIN:``) is resumed
+    drained swap target whose drain kiln set (``BURNIN:`` or ``UPGRADE:``) is resumed
     inside the burn-in's maintenance reservation for the test; one a person
     drained is held (INCOMPLETE, "held by operator: <reason>") unless
     *override_operator_drain*. Any other drained node is left out (SKIP).
@@ -116,7 +124,7 @@ def pair_start(nodes: Sequence[str], mode: str, targets: Sequence[str], partners
                 "not tested (an unknown state is never taken for idle)")}
         elif state == DRAINED:
             drained_before[node] = row["reason"]
-            by_person = not str(row["reason"]).startswith(REASON_PREFIX)
+            by_person = not kiln_drain(row["reason"])
             if mode == "swap" and node in targets and (not by_person or override_operator_drain):
                 resume.append(node)
             elif mode == "swap" and node in targets:

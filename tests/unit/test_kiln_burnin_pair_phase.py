@@ -177,6 +177,26 @@ def test_actions_drain_fail_resume_swap_pass_and_never_a_persons_drain():
     assert "c5" not in actions
 
 
+def test_actions_upgrade_drain_is_kilns_and_resume_on_pass_only():
+    nodes = judged_nodes({"u1": "PASS", "u2": "WARN", "u3": "FAIL", "u4": "PASS"})
+    drained = {"u1": "UPGRADE: to stack ab12 (run r1)", "u2": "UPGRADE: to stack ab12 (run r1)",
+               "u3": "UPGRADE: to stack ab12 (run r1)", "u4": "UPGRADES by hand"}
+    acts = {a["node"]: a for a in kb.plan_actions(nodes, "swap", drained, ["u1", "u2", "u3", "u4"],
+                                                  resume_on=["PASS"])}
+    assert acts["u1"]["action"] == "resume"
+    assert acts["u2"]["action"] == "restore" and acts["u2"]["reason"].startswith("UPGRADE:")
+    assert "ends PASS" in acts["u2"]["why"]
+    assert acts["u3"]["action"] == "drain" and acts["u3"]["reason"].startswith("BURNIN:")
+    # "UPGRADES by hand" is not kiln's prefix "UPGRADE:": a person's drain, never lifted
+    assert acts["u4"]["action"] == "restore" and acts["u4"]["reason"] == "UPGRADES by hand"
+    default = {a["node"]: a for a in kb.plan_actions(nodes, "swap", drained, ["u2"])}
+    assert default["u2"]["action"] == "resume"  # the burn-in's own default keeps a WARN in service
+    with pytest.raises(kiln_verdict.KilnConfigError, match="kiln_burnin_resume_on"):
+        kb.plan_actions(nodes, "swap", drained, [], resume_on=["FAIL"])
+    assert kbp.kiln_drain("UPGRADE: x") and kbp.kiln_drain("BURNIN: y")
+    assert not kbp.kiln_drain(None) and not kbp.kiln_drain("RMA 1") and not kbp.kiln_drain(" BURNIN: z")
+
+
 def test_actions_outside_swap_keep_a_burnin_drain():
     nodes = judged_nodes({"c2": "PASS"})
     actions = kb.plan_actions(nodes, "default", {"c2": "BURNIN: x"}, ["c2"])
