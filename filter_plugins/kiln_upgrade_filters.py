@@ -1,0 +1,76 @@
+# Copyright: kiln contributors
+# SPDX-License-Identifier: MIT
+"""kiln rolling-upgrade filters: thin wrappers of module_utils/kiln_upgrade.py.
+
+Documentation for each filter is in the adjacent ``<filter_name>.yml`` sidecar files.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+_KILN_MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
+if _KILN_MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _KILN_MODULE_UTILS)
+
+import kiln_upgrade as _core  # noqa: E402
+from kiln_sinfo import parse_sinfo  # noqa: E402
+
+try:  # ansible-core is always present when Ansible loads the plugin
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover - only without ansible-core installed
+
+    class AnsibleFilterError(Exception):  # type: ignore[no-redef]
+        """Stand-in used when ansible-core is not importable."""
+
+
+def _wrap(func: Any) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except _core.UpgradeConfigError as exc:
+            raise AnsibleFilterError(str(exc)) from exc
+    call.__name__ = func.__name__
+    call.__doc__ = func.__doc__
+    return call
+
+
+def kiln_stack_fingerprint(stack: Any) -> str:
+    """12 hex of sha256 over the canonical JSON of a resolved stack."""
+    return _wrap(_core.stack_fingerprint)(stack)
+
+
+def kiln_upgrade_plan(nodes: Any, info: Any, sinfo_lines: Any = None, slurm_names: Any = None, batch: Any = 1) -> Any:
+    """The rollout (done, todo, held, unreachable, batches) from stack records and sinfo lines (None: no Slurm)."""
+    sinfo = None if sinfo_lines is None else parse_sinfo(sinfo_lines)
+    return _wrap(_core.plan)(list(nodes), dict(info or {}), sinfo, dict(slurm_names or {}), batch)
+
+
+def kiln_upgrade_verdicts(batch: Any, summary: Any) -> Any:
+    """Each node of a batch from its burn-in summary; missing or unreadable -> INCOMPLETE."""
+    return _core.batch_verdicts(list(batch), summary)
+
+
+def kiln_upgrade_reason(fingerprint: Any, run_id: Any) -> str:
+    """The drain reason of a batch under upgrade (UPGRADE: ...)."""
+    return _core.drain_reason(str(fingerprint), str(run_id))
+
+
+def kiln_upgrade_report(targets: Any, status: Any) -> Any:
+    """One line per target node: node: STATE -- why."""
+    return _core.report_lines(list(targets), dict(status or {}))
+
+
+class FilterModule:
+    """kiln rolling-upgrade filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "kiln_stack_fingerprint": kiln_stack_fingerprint,
+            "kiln_upgrade_plan": kiln_upgrade_plan,
+            "kiln_upgrade_verdicts": kiln_upgrade_verdicts,
+            "kiln_upgrade_reason": kiln_upgrade_reason,
+            "kiln_upgrade_report": kiln_upgrade_report,
+        }
