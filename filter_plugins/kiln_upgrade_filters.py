@@ -48,6 +48,16 @@ def kiln_upgrade_plan(nodes: Any, info: Any, sinfo_lines: Any = None, slurm_name
     return _wrap(_core.plan)(list(nodes), dict(info or {}), sinfo, dict(slurm_names or {}), batch)
 
 
+def kiln_upgrade_record(text: Any) -> Any:
+    """A JSON object from text, or None (empty, not JSON, not an object)."""
+    return _core.read_record(text)
+
+
+def kiln_upgrade_node_info(hostvars_of_node: Any) -> Any:
+    """{reachable, intended, applied} of one node from the plan play's facts."""
+    return _core.node_info(hostvars_of_node)
+
+
 def kiln_upgrade_verdicts(batch: Any, summary: Any) -> Any:
     """Each node of a batch from its burn-in summary; missing or unreadable -> INCOMPLETE."""
     return _core.batch_verdicts(list(batch), summary)
@@ -58,9 +68,15 @@ def kiln_upgrade_reason(fingerprint: Any, run_id: Any) -> str:
     return _core.drain_reason(str(fingerprint), str(run_id))
 
 
-def kiln_upgrade_report(targets: Any, status: Any) -> Any:
-    """One line per target node: node: STATE -- why."""
-    return _core.report_lines(list(targets), dict(status or {}))
+def kiln_upgrade_summary(plan: Any, hostvars: Any, run_id: Any = "") -> Any:
+    """The rollout's report from the plan and each node's kiln_upgrade_status fact (hostvars)."""
+    statuses = {}
+    for node in list(plan.get("todo") or []):
+        try:
+            statuses[node] = hostvars[node].get("kiln_upgrade_status")
+        except (KeyError, AttributeError, TypeError):
+            statuses[node] = None
+    return _core.summary(plan, statuses, str(run_id))
 
 
 class FilterModule:
@@ -71,6 +87,8 @@ class FilterModule:
             "kiln_stack_fingerprint": kiln_stack_fingerprint,
             "kiln_upgrade_plan": kiln_upgrade_plan,
             "kiln_upgrade_verdicts": kiln_upgrade_verdicts,
+            "kiln_upgrade_record": kiln_upgrade_record,
+            "kiln_upgrade_node_info": kiln_upgrade_node_info,
             "kiln_upgrade_reason": kiln_upgrade_reason,
-            "kiln_upgrade_report": kiln_upgrade_report,
+            "kiln_upgrade_summary": kiln_upgrade_summary,
         }

@@ -15,6 +15,8 @@ Standard library only; importable as ``kiln_upgrade`` and as
   Resumable by construction: the plan is made from what the nodes and Slurm say now.
 * :func:`batch_verdicts` -- each node of a batch from its burn-in summary; a missing or
   unreadable summary is INCOMPLETE for every node, never PASS.
+* :func:`summary` -- the report: every node with its state (done, upgraded, failed, held,
+  not upgraded, not started) and why; ``complete`` only when every node to do was upgraded.
 """
 
 from __future__ import annotations
@@ -70,6 +72,31 @@ def batch_size(value: Any, total: int) -> int:
     if count < 1:
         raise UpgradeConfigError(f"kiln_upgrade_batch must be at least 1, not {count}")
     return count
+
+
+def read_record(text: Any) -> Optional[Dict[str, Any]]:
+    """A JSON document read from a node or the controller (a stack record, a burn-in summary), or
+    None when it is empty, not JSON or not an object -- never an exception: the caller fails closed."""
+    if isinstance(text, Mapping):
+        return dict(text)
+    if not isinstance(text, (str, bytes)) or not str(text if isinstance(text, str) else text.decode("utf-8", "replace")).strip():
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def node_info(hostvars: Mapping[str, Any]) -> Dict[str, Any]:
+    """What :func:`plan` needs of one node, from the facts the plan play set on it."""
+    def get(key: str, default: Any) -> Any:
+        try:
+            return hostvars.get(key, default)
+        except Exception:  # a fact that cannot be templated is treated as absent  # noqa: BLE001
+            return default
+    return {"reachable": bool(get("__upgrade_reachable", False)), "intended": get("__upgrade_intended", None),
+            "applied": get("__upgrade_applied", None)}
 
 
 def _record_fp(record: Any) -> Optional[str]:
@@ -133,6 +160,7 @@ def plan(nodes: Sequence[str], info: Mapping[str, Mapping[str, Any]],
             later.append(node)
             out["why"][node] = f"stack {applied or 'not recorded'} -> {intended}"
     out[TODO] = first + later
+    out["order"] = list(nodes)
     out["batch"] = batch_size(batch, len(out[TODO]) or 1)
     out["batches"] = [out[TODO][i:i + out["batch"]] for i in range(0, len(out[TODO]), out["batch"])]
     return out
@@ -167,10 +195,29 @@ def drain_reason(fingerprint: str, run_id: str) -> str:
     return f"{REASON_PREFIX} to stack {fingerprint} (kiln run {run_id})"[:200]
 
 
-def report_lines(targets: Sequence[str], status: Mapping[str, Mapping[str, str]]) -> List[str]:
-    """One line per target: ``node: STATE -- why`` in target order (STATE upper case)."""
-    lines = []
-    for node in targets:
-        entry = status.get(node) or {"state": "not started", "why": "its batch did not run"}
-        lines.append(f"{node}: {str(entry.get('state')).upper()} -- {entry.get('why')}")
-    return lines
+def summary(plan: Mapping[str, Any], statuses: Mapping[str, Any], run_id: str = "") -> Dict[str, Any]:
+    """The rollout's report: every node of the plan with its state and why, one line each.
+
+    *statuses*: ``{node: {"state": ..., "why": ...} or None}`` for the nodes of the run (what each
+    batch recorded). A node to do without a status is ``not started`` (its batch did not run).
+    ``complete`` is true only when every node to do was upgraded.
+    """
+    nodes: Dict[str, Dict[str, str]] = {}
+    why = plan.get("why") or {}
+    for state, key in (("done", DONE), ("held", HELD), ("not upgraded", UNREACHABLE)):
+        for node in plan.get(key) or []:
+            nodes[node] = {"state": state, "why": str(why.get(node, ""))}
+    todo = list(plan.get(TODO) or [])
+    for node in todo:
+        entry = statuses.get(node)
+        if isinstance(entry, Mapping) and entry.get("state"):
+            nodes[node] = {"state": str(entry["state"]), "why": str(entry.get("why", ""))}
+        else:
+            nodes[node] = {"state": "not started", "why": "its batch did not run (the rollout stopped before it)"}
+    order = [n for n in plan.get("order") or [] if n in nodes] or sorted(nodes)
+    counts: Dict[str, int] = {}
+    for entry in nodes.values():
+        counts[entry["state"]] = counts.get(entry["state"], 0) + 1
+    lines = [f"{n}: {nodes[n]['state'].upper()} -- {nodes[n]['why']}" for n in order]
+    complete = all(nodes[n]["state"] == "upgraded" for n in todo)
+    return {"run_id": run_id, "nodes": nodes, "counts": counts, "lines": lines, "complete": complete}

@@ -212,10 +212,17 @@ def test_drain_reason_is_a_kiln_drain():
     assert len(ku.drain_reason("x" * 500, "y")) <= 200
 
 
-def test_report_lines_name_every_target():
-    lines = ku.report_lines(NODES, {"c1": {"state": "upgraded", "why": "PASS"}})
-    assert lines[0] == "c1: UPGRADED -- PASS"
-    assert lines[1].startswith("c2: NOT STARTED")
+def test_summary_names_every_node_and_is_complete_only_when_all_upgraded():
+    rows = dict(IDLE, c3=("drained", "ops: fan"))
+    p = ku.plan(NODES, info({"c1": FP_NEW, "c2": FP_OLD, "c3": FP_OLD}), sinfo(rows))
+    s = ku.summary(p, {"c2": {"state": "upgraded", "why": "burn-in PASS"}}, "r1")
+    assert s["complete"] and s["nodes"]["c1"]["state"] == "done" and s["nodes"]["c3"]["state"] == "held"
+    assert s["lines"][1] == "c2: UPGRADED -- burn-in PASS" and s["run_id"] == "r1"
+    p = ku.plan(NODES, info({"c1": FP_OLD, "c2": FP_OLD, "c3": FP_OLD}), sinfo(IDLE))
+    s = ku.summary(p, {"c1": {"state": "upgraded", "why": "PASS"}, "c2": {"state": "failed", "why": "FAIL"}})
+    assert not s["complete"] and s["nodes"]["c3"]["state"] == "not started"
+    assert s["counts"] == {"upgraded": 1, "failed": 1, "not started": 1}
+    assert ku.summary(p, {"c1": "garbage", "c2": None, "c3": {}})["nodes"]["c1"]["state"] == "not started"
 
 
 # --- the filter wrappers -----------------------------------------------------------------------
@@ -238,3 +245,30 @@ def test_filters_wrap_config_errors_and_parse_sinfo_lines():
                                ["c1|idle|none", "c2|drained|ops", "c3|idle|none"], None, 1)
     assert p["todo"] == ["c1"] and p["held"] == ["c2"] and p["done"] == ["c3"]
     assert f["kiln_stack_fingerprint"](STACK_NEW) == ku_filters_core.stack_fingerprint(STACK_NEW)
+    hv = {"c1": {"kiln_upgrade_status": {"state": "upgraded", "why": "PASS"}}, "c2": {}}
+    s = f["kiln_upgrade_summary"](p, hv, "r")
+    assert s["nodes"]["c1"]["state"] == "upgraded" and s["nodes"]["c3"]["state"] == "done"
+
+
+# --- records and node info ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["", "   ", "not json", "[1, 2]", '"a string"', "{", None, 42, b"\xff\xfe"])
+def test_read_record_gives_none_for_what_is_not_an_object(text):
+    assert ku.read_record(text) is None
+
+
+def test_read_record_reads_an_object():
+    assert ku.read_record('{"fingerprint": "abc"}') == {"fingerprint": "abc"}
+    assert ku.read_record({"fingerprint": "abc"}) == {"fingerprint": "abc"}
+
+
+@given(st.text(max_size=40))
+def test_read_record_never_raises(text):
+    out = ku.read_record(text)
+    assert out is None or isinstance(out, dict)
+
+
+def test_node_info_defaults_to_unreachable_and_unrecorded():
+    assert ku.node_info({}) == {"reachable": False, "intended": None, "applied": None}
+    hv = {"__upgrade_reachable": True, "__upgrade_intended": FP_NEW, "__upgrade_applied": {"fingerprint": FP_OLD}}
+    assert ku.node_info(hv) == {"reachable": True, "intended": FP_NEW, "applied": {"fingerprint": FP_OLD}}
