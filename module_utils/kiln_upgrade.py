@@ -68,7 +68,7 @@ def batch_size(value: Any, total: int) -> int:
     else:
         raise UpgradeConfigError(
             f"kiln_upgrade_batch must be a count (e.g. 1) or a percentage (e.g. '10%'), not {value!r} "
-            f"({type(value).__name__}); a YAML float such as 0.1 is not a percentage -- write '10%'")
+            f"({'str' if isinstance(value, str) else type(value).__name__}); a YAML float such as 0.1 is not a percentage -- write '10%'")
     if count < 1:
         raise UpgradeConfigError(f"kiln_upgrade_batch must be at least 1, not {count}")
     return count
@@ -200,7 +200,8 @@ def summary(plan: Mapping[str, Any], statuses: Mapping[str, Any], run_id: str = 
 
     *statuses*: ``{node: {"state": ..., "why": ...} or None}`` for the nodes of the run (what each
     batch recorded). A node to do without a status is ``not started`` (its batch did not run).
-    ``complete`` is true only when every node to do was upgraded.
+    ``complete`` is true only when every node to do was upgraded and none was unreachable (held
+    nodes are a person's decision: reported, not counted against the run).
     """
     nodes: Dict[str, Dict[str, str]] = {}
     why = plan.get("why") or {}
@@ -219,5 +220,9 @@ def summary(plan: Mapping[str, Any], statuses: Mapping[str, Any], run_id: str = 
     for entry in nodes.values():
         counts[entry["state"]] = counts.get(entry["state"], 0) + 1
     lines = [f"{n}: {nodes[n]['state'].upper()} -- {nodes[n]['why']}" for n in order]
-    complete = all(nodes[n]["state"] == "upgraded" for n in todo)
-    return {"run_id": run_id, "nodes": nodes, "counts": counts, "lines": lines, "complete": complete}
+    # Held nodes are a person's decision (reported, not a failure); a node that could not be reached
+    # or is down in Slurm was not upgraded, so the run is not complete.
+    complete = all(nodes[n]["state"] == "upgraded" for n in todo) and not plan.get(UNREACHABLE)
+    headline = ", ".join(f"{k} {counts[k]}" for k in sorted(counts)) or "no nodes"
+    return {"run_id": run_id, "nodes": nodes, "counts": counts, "headline": headline, "lines": lines,
+            "complete": complete}

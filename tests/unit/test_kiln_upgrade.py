@@ -223,6 +223,13 @@ def test_summary_names_every_node_and_is_complete_only_when_all_upgraded():
     assert not s["complete"] and s["nodes"]["c3"]["state"] == "not started"
     assert s["counts"] == {"upgraded": 1, "failed": 1, "not started": 1}
     assert ku.summary(p, {"c1": "garbage", "c2": None, "c3": {}})["nodes"]["c1"]["state"] == "not started"
+    assert s["headline"] == "failed 1, not started 1, upgraded 1"
+
+
+def test_summary_is_not_complete_with_an_unreachable_node():
+    p = ku.plan(NODES, info({"c1": FP_NEW, "c2": FP_NEW, "c3": FP_OLD}, reachable={"c3": False}), None)
+    s = ku.summary(p, {})
+    assert p["todo"] == [] and not s["complete"] and s["nodes"]["c3"]["state"] == "not upgraded"
 
 
 # --- the filter wrappers -----------------------------------------------------------------------
