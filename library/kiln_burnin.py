@@ -96,6 +96,12 @@ options:
   health_path:
     description: GPU health thresholds; defaults to the project's C(data/burnin_health.yml).
     type: path
+  allow_mixed_versions:
+    description:
+      - Let a fabric check spanning nodes with different driver, NCCL or DOCA versions pass (a rolling upgrade).
+        Without it such a check is INCOMPLETE, and each node whose versions differ from the others' WARNs.
+    type: bool
+    default: false
   fabric_path:
     description: >-
       Fabric rules (error-counter thresholds, ib_write_bw floors); defaults to the project's C(data/burnin_fabric.yml).
@@ -176,6 +182,7 @@ def main() -> None:
             "expected": {"type": "list", "elements": "str", "default": []},
             "health_path": {"type": "path"},
             "fabric_path": {"type": "path"},
+            "allow_mixed_versions": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -194,7 +201,7 @@ def main() -> None:
                              results_dir=params["results_dir"] if write else None, pairs=params["pairs"],
                              baseline_band=params["baseline_band"], expected=params["expected"],
                              health=load_health(params["health_path"]), final=params["write"],
-                             fabric_path=params["fabric_path"])
+                             fabric_path=params["fabric_path"], allow_mixed=params["allow_mixed_versions"])
         result = report(params["run_id"], params["mode"], assembled, params["results_dir"],
                         params["fingerprint"], write=write, actions=params["actions"],
                         state_dir=params["state_dir"], node_versions=params["versions"], **params["extra"])

@@ -22,6 +22,10 @@ description:
   - Refreshes the apt cache before an install only when it is empty or its update stamp is older than
     O(apt_cache_valid_time), and once more when apt cannot find a pinned version in a cache it did not
     refresh itself.
+  - C(state=pinned) with O(pins_dir) records each owner's pins in C(<pins_dir>/<owner>.json) (what kiln
+    intends on this host; the as-built record and the drift gate compare the installed versions with it).
+  - C(state=read) changes nothing -- it returns the package database (C(packages), C(held)) and the pins
+    recorded under O(pins_dir) (C(pins), owner -> package strings); an unreadable record fails, naming the file.
   - In check mode nothing runs but the read; the result says what would change.
 options:
   packages:
@@ -50,7 +54,7 @@ options:
   state:
     description: What to make true of O(packages).
     type: str
-    choices: [pinned, held, unheld, present]
+    choices: [pinned, held, unheld, present, read]
     default: pinned
   owner:
     description: Who pins them (the unattended-upgrades file is C(51kiln-hold-<owner>)); lower case, digits, dashes.
@@ -67,6 +71,10 @@ options:
   unattended_conf_dir:
     description: Where the unattended-upgrades exclusion is written; empty for none (dnf-automatic honours versionlock).
     type: str
+    default: ''
+  pins_dir:
+    description: Where C(state=pinned) records each owner's pins and C(state=read) reads them; empty for none.
+    type: path
     default: ''
   policy_rc_d_path:
     description: Where apt's policy-rc.d lives (tests point it elsewhere).
@@ -114,6 +122,9 @@ installs: {description: Names installed by C(state=present)., returned: always, 
 msg: {description: One line saying what changed or that nothing had to., returned: always, type: str}
 cache_refreshed: {description: Whether the apt cache was refreshed., returned: always, type: bool}
 commands: {description: The package commands run (argv lists)., returned: always, type: list}
+packages: {description: "C(state=read), name -> installed versions.", returned: when state is read, type: dict}
+held: {description: "C(state=read), names on hold.", returned: when state is read, type: list}
+pins: {description: "C(state=read), owner -> the pinned package strings recorded under O(pins_dir).", returned: when state is read, type: dict}
 """
 
 import os
@@ -133,6 +144,8 @@ from ansible.module_utils.kiln_pkgdb import (
     kiln_pkg_split,
     kiln_pkgdb_parse,
     merge_groups,
+    parse_pins,
+    pins_record,
     unattended_conf,
 )
 
@@ -318,6 +331,43 @@ def write_conf(module: AnsibleModule, path: str, content: str) -> bool:
     return True
 
 
+def write_pins(module: AnsibleModule, pins_dir: str, owner: str, packages: list[str]) -> bool:
+    """Record ``owner``'s pins in ``<pins_dir>/<owner>.json``; True when it changed (or would)."""
+    if not module.check_mode and not os.path.isdir(pins_dir):
+        os.makedirs(pins_dir, mode=0o755, exist_ok=True)
+    return write_conf(module, os.path.join(pins_dir, f"{owner}.json"), pins_record(owner, packages))
+
+
+def read_pins(pins_dir: str) -> dict[str, list[str]]:
+    """owner -> pinned package strings of every ``<owner>.json`` under ``pins_dir`` (none: empty)."""
+    pins: dict[str, list[str]] = {}
+    if not pins_dir or not os.path.isdir(pins_dir):
+        return pins
+    for entry in sorted(os.listdir(pins_dir)):
+        if not entry.endswith(".json"):
+            continue
+        path = os.path.join(pins_dir, entry)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise PkgError(f"the pins record {path} cannot be read ({exc})") from exc
+        owner, packages = parse_pins(path, text)
+        pins[owner] = packages
+    return pins
+
+
+def read_state(module: AnsibleModule, host: Host, params: dict[str, Any], result: dict[str, Any]) -> None:
+    """The package database and the recorded pins, changing nothing."""
+    db = host.read()
+    try:
+        pins = read_pins(params["pins_dir"])
+    except PkgError as exc:
+        host.fail(str(exc))
+    result.update(packages=db["packages"], held=sorted(db["held"]), pins=pins, pkg_mgr=host.pkg_mgr,
+                  msg=f"{len(db['packages'])} packages installed, {len(pins)} owners' pins recorded")
+
+
 def _group_msg(owner: str, changes: list[dict[str, Any]], removes: list[str]) -> str:
     done = [format_change(c) for c in changes] + [f"{name} removed" for name in removes]
     return f"{owner}: changing " + ", ".join(done) if done else f"{owner}: all pinned versions already installed"
@@ -358,6 +408,8 @@ def pinned(module: AnsibleModule, host: Host, params: dict[str, Any], result: di
     for owner, group in merged["owners"].items():
         if conf_dir and group["names"] and write_conf(module, os.path.join(conf_dir, f"51kiln-hold-{owner}"),
                                                       unattended_conf(owner, group["names"])):
+            result["changed"] = True
+        if params["pins_dir"] and write_pins(module, params["pins_dir"], owner, group["packages"]):
             result["changed"] = True
     if not plan["changes"] and not plan["hold"] and not removes:
         result["installed"] = _installed(db, plan["names"])
@@ -478,11 +530,12 @@ def main() -> None:
             "groups": {"type": "list", "elements": "dict"},
             "absent": {"type": "list", "elements": "str"},
             "optional": {"type": "list", "elements": "str"},
-            "state": {"type": "str", "choices": ["pinned", "held", "unheld", "present"], "default": "pinned"},
+            "state": {"type": "str", "choices": ["pinned", "held", "unheld", "present", "read"], "default": "pinned"},
             "owner": {"type": "str", "default": "common"},
             "pkg_mgr": {"type": "str", "choices": ["apt", "dnf"], "required": True},
             "policy_rc_d": {"type": "int"},
             "unattended_conf_dir": {"type": "str", "default": ""},
+            "pins_dir": {"type": "path", "default": ""},
             "policy_rc_d_path": {"type": "path", "default": "/usr/sbin/policy-rc.d"},
             "apt_cache_valid_time": {"type": "int", "default": 3600},
             "apt_stamp": {"type": "path", "default": "/var/lib/apt/periodic/update-success-stamp"},
@@ -496,7 +549,7 @@ def main() -> None:
             module.fail_json(msg=f"{option} is for state={state} only, not state={params['state']}: nothing changed")
     if params["groups"] and (params["packages"] or params["absent"]):
         module.fail_json(msg="give either groups (several owners) or packages/absent (one owner), not both")
-    if params["packages"] is None and not params["groups"]:
+    if params["packages"] is None and not params["groups"] and params["state"] != "read":
         module.fail_json(msg="packages is required unless groups is given")
     params["packages"] = params["packages"] or []
     if not OWNER.match(params["owner"]):
@@ -506,9 +559,9 @@ def main() -> None:
     result: dict[str, Any] = {"changed": False, "owner": params["owner"], "names": [], "changes": [], "removes": [],
                               "unhold": [], "hold": [], "installs": [], "owners": {}, "deferred": [], "report": [], "unavailable": [], "installed": {},
                               "cache_refreshed": False}
-    if params["pkg_mgr"] == "apt" and not module.check_mode:
+    if params["pkg_mgr"] == "apt" and not module.check_mode and params["state"] != "read":
         PolicyRcD(None, params["policy_rc_d_path"]).recover()
-    {"pinned": pinned, "held": holds, "unheld": holds, "present": present}[params["state"]](
+    {"pinned": pinned, "held": holds, "unheld": holds, "present": present, "read": read_state}[params["state"]](
         module, host, params, result)
     module.exit_json(commands=host.commands, **result)
 

@@ -22,6 +22,7 @@ try:
     )
     from ansible.module_utils.kiln_burnin_pair_phase import REASON_PREFIX, kiln_drain, pair_checks
     from ansible.module_utils import kiln_fabric_checks, kiln_fabric_pairs
+    from ansible.module_utils import kiln_drift
 except ImportError:  # imported as a top-level module (unit tests)
     import kiln_baseline  # type: ignore[no-redef]
     import kiln_health  # type: ignore[no-redef]
@@ -37,6 +38,7 @@ except ImportError:  # imported as a top-level module (unit tests)
     from kiln_burnin_pair_phase import REASON_PREFIX, kiln_drain, pair_checks  # type: ignore[no-redef]
     import kiln_fabric_checks  # type: ignore[no-redef]
     import kiln_fabric_pairs  # type: ignore[no-redef]
+    import kiln_drift  # type: ignore[no-redef]
 
 #: Fabric checks a node's PASS needs when RDMA ports are expected of it (docs/burnin.md).
 FABRIC_REQUIRED = ("fabric.facts", "fabric.ports", "fabric.rate", "fabric.counters")
@@ -90,7 +92,7 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
              fabric_name: str = "tcp", pairs: Optional[Mapping[str, Any]] = None,
              baseline_band: float = 0.10, expected: Optional[Sequence[str]] = None,
              health: Optional[Mapping[str, Any]] = None, final: bool = True,
-             fabric_path: Optional[str] = None) -> Dict[str, Any]:
+             fabric_path: Optional[str] = None, allow_mixed: bool = False) -> Dict[str, Any]:
     """Per-node checks and fabric checks from the raw data the playbook collected.
 
     *nodes*: ``{name: {kiln_gpu, gpu_present, expected_gpus, history_gpus, engine, xid_log,
@@ -103,6 +105,11 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
     one that sent no data (unreachable, failed before preflight) is INCOMPLETE.
     *final*: the run's verdict (every check the mode requires must be there);
     False between phases (passive, active), where later checks are still to come.
+    A node's ``stack`` (``{versions: {driver, nccl, doca, kernel}, as_built, drift: [rows]}``, from
+    roles/as_built) adds its ``stack.versions`` check: WARN for packages not at kiln's pins, and for a
+    driver/NCCL/DOCA that differs from the other nodes of the run unless *allow_mixed*. A fabric
+    check spanning nodes with different driver/NCCL/DOCA versions is never PASS (INCOMPLETE: a
+    result across mixed versions proves neither) unless *allow_mixed* (a rolling upgrade).
     Raw outputs are written under *results_dir* when given (artifacts).
     """
     pairs = dict(pairs or {})
@@ -126,6 +133,8 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
     fabric_rules = kiln_fabric_checks.load_fabric_thresholds(fabric_path) if any(
         isinstance(n.get("fabric"), Mapping) for n in nodes.values()) else None
     expected_nodes = sorted({str(n) for n in (expected or [])} | set(nodes))
+    stack_versions = {name: (node.get("stack") or {}).get("versions") for name, node in nodes.items()
+                      if isinstance(node.get("stack"), Mapping)}
     out_nodes: Dict[str, Dict[str, Any]] = {}
     pair_phase = mode in kiln_isolate.MODES and len(expected_nodes) > 1
     for name in expected_nodes:
@@ -178,6 +187,8 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
         if node.get("rdma"):
             checks += [dict(c) for c in node["rdma"] if isinstance(c, Mapping)]
             fabric_required.append(RDMA_CHECK)
+        if isinstance(node.get("stack"), Mapping):
+            checks.append(stack_check(name, node["stack"], stack_versions, allow_mixed))
         if node.get("excluded"):
             checks.append(check("burnin.scope", SKIP, str(node["excluded"])))
         if name in (pairs.get("excluded") or {}):
@@ -214,6 +225,18 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
                    "# " + " ".join(str(a) for a in entry.get("argv") or []) + "\n" + (entry.get("stderr") or ""))
         result = nccl_check(cid, entry, spec, artifact)
         result["nodes"] = members
+        mixed = kiln_drift.mixed_versions(stack_versions, members) if stack_versions else []
+        if mixed:
+            result["mixed_versions"] = mixed
+            text = kiln_drift.mixed_text(mixed)
+            if allow_mixed:
+                result["detail"] = f"{result.get('detail') or ''} (mixed versions allowed: {text})".strip()
+            elif result["status"] in (PASS, WARN):
+                result["status"] = INCOMPLETE
+                result["detail"] = (f"not judged: the test spans nodes with different versions ({text}); a result across "
+                                 "mixed versions proves neither. Make them equal (playbooks/drift.yml names the "
+                                 "nodes) or set kiln_burnin_allow_mixed_versions: true (measured: "
+                                 f"{result.get('detail') or ''})")
         parsed = kiln_nccl.parse(entry.get("text") or "") if (entry.get("text") or "").strip() else {}
         result["ranks"] = entry.get("ranks") or parsed.get("nranks")
         result["engine"] = entry.get("engine")
@@ -241,6 +264,31 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
         if out["pairs"]["noise"].get("fix"):
             out["pairs"]["notes"].append(out["pairs"]["noise"]["fix"])
     return out
+
+
+def stack_check(name: str, stack: Mapping[str, Any], versions: Mapping[str, Any],
+                allow_mixed: bool) -> Dict[str, Any]:
+    """``stack.versions`` of one node: its as-built drift (pins) and how its versions compare with the run's nodes."""
+    mine = stack.get("versions") if isinstance(stack.get("versions"), Mapping) else {}
+    rows = [r for r in stack.get("drift") or [] if isinstance(r, Mapping)]
+    problems = [f"{r.get('package') or r.get('component')}: {r.get('actual')} (kiln intends {r.get('intended')})"
+                for r in rows]
+    differs = []
+    for entry in kiln_drift.mixed_versions(versions, sorted(versions)):
+        ours = next((v for v, ns in entry["versions"].items() if name in ns), None)
+        counts = sorted(((len(ns), v) for v, ns in entry["versions"].items()), reverse=True)
+        majority = counts[0][1] if len(counts) == 1 or counts[0][0] > counts[1][0] else None
+        if ours is not None and ours != majority:
+            others = sorted(v for v in entry["versions"] if v != ours)
+            differs.append(f"{entry['component']} {ours} (other nodes: {', '.join(others)})")
+    summary = ", ".join(f"{k} {mine.get(k) or 'none'}" for k in kiln_drift.CONSISTENT)
+    extra = {"as_built": stack.get("as_built"), "versions": dict(mine), "drift": rows}
+    if problems or (differs and not allow_mixed):
+        why = "; ".join((["not at kiln's pins: " + ", ".join(problems)] if problems else [])
+                        + (["differs from the run's other nodes: " + ", ".join(differs)] if differs else []))
+        return check("stack.versions", WARN, f"{why} (playbooks/drift.yml shows every difference)", **extra)
+    note = f"; differs from other nodes, allowed: {', '.join(differs)}" if differs else ""
+    return check("stack.versions", PASS, f"{summary}; as-built {stack.get('as_built') or 'unknown'}{note}", **extra)
 
 
 def iperf_reference(results: Sequence[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:

@@ -14,6 +14,7 @@ Errors are ``PkgError`` (a ValueError) with a message that names the input.
 """
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -293,6 +294,25 @@ def unattended_conf(owner: str, names: Sequence[str]) -> str:
 
 
 OWNER = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+
+
+def pins_record(owner: str, packages: Sequence[str]) -> str:
+    """The pins record of one owner (``<pins_dir>/<owner>.json``): what kiln intends on the host."""
+    return json.dumps({"owner": owner, "packages": sorted(str(p) for p in packages)}, indent=1, sort_keys=True) + "\n"
+
+
+def parse_pins(path: str, text: str) -> tuple[str, list[str]]:
+    """``(owner, packages)`` of a pins record; PkgError naming *path* when it is not one."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise PkgError(f"the pins record {path} cannot be read ({exc}); re-run the play of its owner, "
+                       "which writes it again") from exc
+    if (not isinstance(data, dict) or not OWNER.match(str(data.get("owner", "")))
+            or not isinstance(data.get("packages"), list) or not all(isinstance(p, str) for p in data["packages"])):
+        raise PkgError(f"the pins record {path} is not {{owner, packages: [strings]}}; re-run the play of its "
+                       "owner, which writes it again")
+    return data["owner"], list(data["packages"])
 
 
 def merge_groups(groups: Sequence[Mapping[str, Any]], pkg_mgr: str) -> dict[str, Any]:

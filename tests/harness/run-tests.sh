@@ -11,14 +11,15 @@
 #      and, last in that wave, the setup (create, prepare, converge) of those that do
 #   4. the side effect and verify of the scenarios that measure (burnin: its
 #      all-reduce and iperf3 figures are judged against floors and the node's own
-#      baselines), alone on the machine (tests/harness/scenario.sh)
+#      baselines; upgrade: each batch's burn-in), alone on the machine, one after
+#      the other (tests/harness/scenario.sh)
 # KILN_TEST_JOBS=1 runs every stage one after another.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 scenarios=("$@")
 jobs=${KILN_TEST_JOBS:-2}
 # Scenarios that must have the machine to themselves.
-alone=" burnin "
+alone=" burnin upgrade "
 rm -f .cache/stage-times.tsv
 mkdir -p .cache/logs
 total_start=$(date +%s)

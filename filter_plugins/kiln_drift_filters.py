@@ -1,0 +1,70 @@
+# Copyright: kiln contributors
+# SPDX-License-Identifier: MIT
+"""kiln as-built and drift filters: thin wrappers of module_utils/kiln_drift.py.
+
+Documentation for each filter is in the adjacent ``<filter_name>.yml`` sidecar files.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+_KILN_MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
+if _KILN_MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _KILN_MODULE_UTILS)
+
+import kiln_drift as _core  # noqa: E402
+
+try:  # ansible-core is always present when Ansible loads the plugin
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover - only without ansible-core installed
+
+    class AnsibleFilterError(Exception):  # type: ignore[no-redef]
+        """Stand-in used when ansible-core is not importable."""
+
+
+def _call(func: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return func(*args, **kwargs)
+    except _core.DriftError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def kiln_as_built(read: Any, host: Any, kernel: Any = None, os: Any = None, gpu: Any = None,
+                  fabric: Any = None, applied: Any = None) -> Any:
+    """The as-built record of one node from a kiln_packages state=read result."""
+    if not isinstance(read, dict) or "packages" not in read:
+        raise AnsibleFilterError(f"kiln_as_built: {host}: expected the result of kiln_packages state=read")
+    return _call(_core.as_built, str(host), str(read.get("pkg_mgr") or "apt"), read.get("packages") or {},
+                 read.get("held") or [], read.get("pins") or {}, kernel=kernel, os_id=os, gpu=gpu,
+                 fabric=fabric, applied=applied)
+
+
+def kiln_node_drift(record: Any, host: Any, intended_stack: Any = None) -> Any:
+    """One node's drift rows (pin, hold, stack) from its as-built record."""
+    return _call(_core.node_drift, str(host), record, intended_stack)
+
+
+def kiln_drift_report(records: Any, intended: Any = None, partitions: Any = None, run_id: Any = "") -> Any:
+    """The drift gate's report over every node (rows, per-node status, overall status, table)."""
+    return _call(_core.report, dict(records or {}), dict(intended or {}), dict(partitions or {}), str(run_id))
+
+
+def kiln_drift_prom(report: Any, node: Any = None, timestamp: Any = None) -> str:
+    """Prometheus textfile of a drift report (every node, or one)."""
+    return _call(_core.prometheus, report, None if node is None else str(node),
+                 None if timestamp is None else float(timestamp))
+
+
+class FilterModule:
+    """kiln as-built and drift filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "kiln_as_built": kiln_as_built,
+            "kiln_node_drift": kiln_node_drift,
+            "kiln_drift_report": kiln_drift_report,
+            "kiln_drift_prom": kiln_drift_prom,
+        }
