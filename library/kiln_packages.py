@@ -72,6 +72,12 @@ options:
     description: Where the unattended-upgrades exclusion is written; empty for none (dnf-automatic honours versionlock).
     type: str
     default: ''
+  installed_only:
+    description:
+      - C(state=held)/C(state=unheld) only, hold or release the installed names of O(packages) and list the
+        others in C(not_installed) instead of failing (the kernel packages a host may or may not have).
+    type: bool
+    default: false
   pins_dir:
     description: Where C(state=pinned) records each owner's pins and C(state=read) reads them; empty for none.
     type: path
@@ -123,6 +129,7 @@ msg: {description: One line saying what changed or that nothing had to., returne
 cache_refreshed: {description: Whether the apt cache was refreshed., returned: always, type: bool}
 commands: {description: The package commands run (argv lists)., returned: always, type: list}
 packages: {description: "C(state=read), name -> installed versions.", returned: when state is read, type: dict}
+not_installed: {description: "O(installed_only), the names of O(packages) not installed (left alone).", returned: when installed_only, type: list}
 held: {description: "C(state=read), names on hold.", returned: when state is read, type: list}
 pins: {description: "C(state=read), owner -> the pinned package strings recorded under O(pins_dir).", returned: when state is read, type: dict}
 """
@@ -461,6 +468,9 @@ def holds(module: AnsibleModule, host: Host, params: dict[str, Any], result: dic
     db = host.read()
     hold = params["state"] == "held"
     missing = [n for n in names if n not in db["packages"]]
+    if params["installed_only"]:
+        result["not_installed"] = missing
+        names, missing = [n for n in names if n in db["packages"]], []
     if missing:
         host.fail(f"cannot {'hold' if hold else 'unhold'} packages that are not installed: {', '.join(missing)} "
                   f"(owner {params['owner']}). Install them first, or remove them from the hold list.")
@@ -468,7 +478,7 @@ def holds(module: AnsibleModule, host: Host, params: dict[str, Any], result: dic
     result.update(names=names, hold=todo if hold else [], unhold=[] if hold else todo)
     result["msg"] = f"{params['owner']}: {'holding' if hold else 'releasing'} {', '.join(todo)}" if todo \
         else f"{params['owner']}: hold state already as asked"
-    if hold and params["unattended_conf_dir"] and write_conf(
+    if hold and names and params["unattended_conf_dir"] and write_conf(
             module, os.path.join(params["unattended_conf_dir"], f"51kiln-hold-{params['owner']}"),
             unattended_conf(params["owner"], names)):
         result["changed"] = True
@@ -536,6 +546,7 @@ def main() -> None:
             "policy_rc_d": {"type": "int"},
             "unattended_conf_dir": {"type": "str", "default": ""},
             "pins_dir": {"type": "path", "default": ""},
+            "installed_only": {"type": "bool", "default": False},
             "policy_rc_d_path": {"type": "path", "default": "/usr/sbin/policy-rc.d"},
             "apt_cache_valid_time": {"type": "int", "default": 3600},
             "apt_stamp": {"type": "path", "default": "/var/lib/apt/periodic/update-success-stamp"},

@@ -511,7 +511,8 @@ def _run(tmp_path: Path, fake_host: dict[str, Path], *extra: str,
     res = run_playbook(str(book), "-i", "localhost,", "-c", "local", *extra,
                        "-e", f"ansible_python_interpreter={sys.executable}",
                        "-e", f"fake_bin={fake_host['bin']}", "-e", f"fake_state={fake_host['state']}",
-                       "-e", f"__packages_unattended_conf_dir={fake_host['conf']}", tmp_path=tmp_path)
+                       "-e", f"__packages_unattended_conf_dir={fake_host['conf']}",
+                       "-e", f"packages_pins_dir={fake_host['state'] / 'pins'}", tmp_path=tmp_path)
     out = res.stdout + res.stderr
     calls_log = fake_host["state"] / "calls.log"
     calls = calls_log.read_text().splitlines() if calls_log.exists() else []
@@ -557,6 +558,9 @@ def test_entry_points_are_one_task_and_change_only_what_differs(tmp_path: Path,
     assert '"^libnccl2$";' in conf and '"^libnccl\\-dev$";' in conf
     assert '"^chrony$";' in (fake_host["conf"] / "51kiln-hold-common").read_text()
     assert not fake_host["policy"].exists()  # the temporary policy-rc.d is gone after each install
+    # every pinned install records its owner's pins (what the as-built record compares with): the last ones
+    assert json.loads((fake_host["state"] / "pins" / "cuda.json").read_text()) == {
+        "owner": "cuda", "packages": ["libnccl-dev=2.29.2-1+cuda13.0", "libnccl2=2.29.2-1+cuda13.0"]}
 
 
 @needs_playbook
@@ -724,7 +728,8 @@ def _run_groups(tmp_path: Path, fake_host: dict[str, Path], *plays: str, extra: 
     res = run_playbook(str(book), "-i", "localhost,", "-c", "local", *extra,
                        "-e", f"ansible_python_interpreter={sys.executable}",
                        "-e", f"fake_bin={fake_host['bin']}", "-e", f"fake_state={fake_host['state']}",
-                       "-e", f"__packages_unattended_conf_dir={fake_host['conf']}", tmp_path=tmp_path)
+                       "-e", f"__packages_unattended_conf_dir={fake_host['conf']}",
+                       "-e", f"packages_pins_dir={fake_host['state'] / 'pins'}", tmp_path=tmp_path)
     calls_log = fake_host["state"] / "calls.log"
     return res.stdout + res.stderr, calls_log.read_text().splitlines() if calls_log.exists() else [], res.returncode
 
@@ -813,3 +818,30 @@ def test_options_for_another_state_are_refused_not_ignored(tmp_path: Path, fake_
     out = res.stdout + res.stderr
     assert res.returncode != 0 and why in out and "Traceback" not in out, out
     assert not (fake_host["state"] / "calls.log").exists()  # nothing read, nothing changed
+
+
+@needs_playbook
+def test_hold_installed_only_holds_what_is_installed_and_lists_the_rest(tmp_path: Path, fake_host: dict[str, Path]) -> None:
+    book = tmp_path / "kernel-hold.yml"
+    book.write_text("---\n- name: kernel hold\n  hosts: localhost\n  gather_facts: false\n"
+                    "  environment:\n    PATH: \"{{ fake_bin }}:/usr/bin:/bin\"\n    KILN_FAKE_STATE: \"{{ fake_state }}\"\n"
+                    "  tasks:\n    - name: Hold\n      kiln_packages:\n        pkg_mgr: apt\n        state: held\n"
+                    "        owner: kernel\n        installed_only: true\n"
+                    "        packages: [less, linux-image-9.9.9-nope, chrony]\n"
+                    f"        unattended_conf_dir: {fake_host['conf']}\n"
+                    "      register: __res\n"
+                    "    - name: Show\n      ansible.builtin.debug:\n        msg: \"RESULT {{ __res.names }} {{ __res.not_installed }} {{ __res.hold }}\"\n"
+                    "    - name: Hold none\n      kiln_packages:\n        pkg_mgr: apt\n        state: held\n"
+                    "        owner: nothing\n        installed_only: true\n        packages: [linux-image-9.9.9-nope]\n"
+                    f"        unattended_conf_dir: {fake_host['conf']}\n"
+                    "      register: __none\n"
+                    "    - name: Show none\n      ansible.builtin.debug:\n        msg: \"NONE {{ __none.names }} {{ __none.changed }}\"\n")
+    res = run_playbook(str(book), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+                       "-e", f"fake_bin={fake_host['bin']}", "-e", f"fake_state={fake_host['state']}", tmp_path=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "RESULT ['less', 'chrony'] ['linux-image-9.9.9-nope'] ['less']" in out
+    assert "NONE [] False" in out and not (fake_host["conf"] / "51kiln-hold-nothing").exists()
+    assert '"^less$";' in (fake_host["conf"] / "51kiln-hold-kernel").read_text()
+    calls = (fake_host["state"] / "calls.log").read_text().splitlines()
+    assert calls == [READ, "apt-mark hold less", READ], out
