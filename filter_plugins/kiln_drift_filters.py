@@ -35,9 +35,10 @@ def _call(func: Any, *args: Any, **kwargs: Any) -> Any:
 def kiln_as_built(read: Any, host: Any, kernel: Any = None, os: Any = None, gpu: Any = None,
                   fabric: Any = None, applied: Any = None) -> Any:
     """The as-built record of one node from a kiln_packages state=read result."""
-    if not isinstance(read, dict) or "packages" not in read:
-        raise AnsibleFilterError(f"kiln_as_built: {host}: expected the result of kiln_packages state=read")
-    return _call(_core.as_built, str(host), str(read.get("pkg_mgr") or "apt"), read.get("packages") or {},
+    if not isinstance(read, dict) or "packages" not in read or read.get("pkg_mgr") not in ("apt", "dnf"):
+        raise AnsibleFilterError(f"kiln_as_built: {host}: expected the result of kiln_packages state=read "
+                                 "(packages, held, pins, pkg_mgr apt or dnf)")
+    return _call(_core.as_built, str(host), read["pkg_mgr"], read.get("packages") or {},
                  read.get("held") or [], read.get("pins") or {}, kernel=kernel, os_id=os, gpu=gpu,
                  fabric=fabric, applied=applied)
 
@@ -54,8 +55,13 @@ def kiln_drift_report(records: Any, intended: Any = None, partitions: Any = None
 
 def kiln_drift_prom(report: Any, node: Any = None, timestamp: Any = None) -> str:
     """Prometheus textfile of a drift report (every node, or one)."""
-    return _call(_core.prometheus, report, None if node is None else str(node),
-                 None if timestamp is None else float(timestamp))
+    try:
+        when = None if timestamp is None else float(timestamp)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"kiln_drift_prom: timestamp {timestamp!r} is not a number of seconds") from exc
+    if not isinstance(report, dict):
+        raise AnsibleFilterError(f"kiln_drift_prom: expected a kiln_drift_report result, got {type(report).__name__}")
+    return _call(_core.prometheus, report, None if node is None else str(node), when)
 
 
 class FilterModule:

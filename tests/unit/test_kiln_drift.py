@@ -263,3 +263,17 @@ def test_pins_record_round_trip_and_refusals():
                 {"owner": "x", "packages": "libnccl2=1"}):
         with pytest.raises(kiln_pkgdb.PkgError, match="/p/x.json is not"):
             kiln_pkgdb.parse_pins("/p/x.json", json.dumps(bad))
+
+
+def test_filters_refuse_what_is_not_their_input():
+    import kiln_drift_filters as kf
+
+    with pytest.raises(kf.AnsibleFilterError, match="c1.*pkg_mgr apt or dnf"):
+        kf.kiln_as_built({"packages": {}, "held": [], "pins": {}}, "c1")
+    with pytest.raises(kf.AnsibleFilterError, match="timestamp 'soon'"):
+        kf.kiln_drift_prom(kd.report({"c1": record("c1")}), None, "soon")
+    with pytest.raises(kf.AnsibleFilterError, match="expected a kiln_drift_report"):
+        kf.kiln_drift_prom("text")
+    rec = kf.kiln_as_built({"packages": db(), "held": HELD, "pins": pins(), "pkg_mgr": "apt"}, "c1")
+    assert rec["components"]["cuda"]["packages"][0]["installed"] == "2.28.7-1+cuda13.0"
+
