@@ -42,6 +42,8 @@ RECORDED = [
      (1, 4, 8, 16), "clocks_throttle_reasons", ["gpu_idle"], True, 25.58, 300.0, 17, 0),
     ("tesla-p100-pcie-510.47.03.xml", "510.47.03", "11.6", "Tesla P100-PCIE-16GB", "10de:15f8",
      (3, 3, 16, 16), "clocks_throttle_reasons", ["gpu_idle"], False, 26.16, 250.0, 38, 3),
+    ("recorded-h200-580.159.04/nvidia-smi-q-x", "580.159.04", "13.0", "NVIDIA H200", "10de:2335",
+     (5, 5, 16, 16), "clocks_event_reasons", ["gpu_idle"], True, 77.32, 700.0, 36, 0),
 ]
 
 
@@ -83,6 +85,25 @@ def test_synthetic_h100_details():
     assert gpu["pci_bus_id"] == "00000000:18:00.0"
     assert gpu["memory_total_mib"] == 81559
     assert gpu["architecture"] == "Hopper"
+
+
+def test_recorded_h200_details():
+    """A real Hopper capture (nvsmi_device_v13.dtd): a pass-through VM's single H200 outside NVSwitch."""
+    here = FIXTURES / "recorded-h200-580.159.04"
+    gpu = kg.parse_nvidia_smi_xml((here / "nvidia-smi-q-x").read_text())["gpus"][0]
+    assert gpu["architecture"] == "Hopper"
+    assert gpu["persistence_mode"] is True
+    assert gpu["memory_total_mib"] == 143771
+    assert gpu["pci_bus_id"] == "00000000:00:06.0"
+    assert gpu["mig_mode"] == "Disabled"
+    assert gpu["memory_repair"] == "row_remap"
+    # N/A fabric fields (no NVSwitch in a pass-through VM) read as unknown, never as a state.
+    assert gpu["fabric"] == {"state": None, "status": None}
+    # The text and CSV captures of the same GPU agree with the XML.
+    text = (here / "nvidia-smi-q").read_text()
+    assert "Driver Version                                         : 580.159.04" in text
+    csv_row = (here / "nvidia-smi-csv").read_text().splitlines()[1].split(", ")
+    assert csv_row[1:5] == [gpu["name"], gpu["pci_bus_id"], "580.159.04", gpu["vbios"]]
 
 
 def test_a100_mig_hides_remapped_rows():
