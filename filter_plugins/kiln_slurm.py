@@ -21,7 +21,8 @@ _KILN_MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
 if _KILN_MODULE_UTILS not in sys.path:
     sys.path.insert(0, _KILN_MODULE_UTILS)
 
-from kiln_sinfo import UNRECOGNISED, condition, parse_sinfo, resumable  # noqa: E402
+import kiln_node_state  # noqa: E402
+from kiln_sinfo import parse_sinfo  # noqa: E402,F401  # the one sinfo parser, behind kiln_slurm_node_plan
 
 try:  # ansible-core is always present when Ansible loads the plugin
     from ansible.errors import AnsibleFilterError
@@ -119,39 +120,25 @@ def kiln_slurm_node_descriptions(hostvars: Mapping[str, Any], hosts: Iterable[st
 
 
 def kiln_slurm_node_plan(sinfo_lines: Iterable[str], nodes: Iterable[str], state: str, reason: str = "",
-                         only_reason_prefix: str = "") -> dict[str, list[str]]:
-    """Plan a drain/resume from ``sinfo --Node --format '%N|%T|%E'`` lines (parsed by kiln_sinfo).
+                         only_reason_prefix: str = "", operator_drains: Mapping[str, str] | None = None
+                         ) -> dict[str, Any]:
+    """Decide a drain/resume from ``sinfo --Node --format '%N|%T|%E'`` lines read just before it.
 
-    Returns ``{change, kept, unknown, unrecognised}``: nodes to update, drained nodes a
-    resume leaves alone because their reason lacks ``only_reason_prefix`` (``"name (reason)"``),
-    requested nodes sinfo did not list, and requested nodes whose state kiln does not know
-    (``"name (state)"``; a resume leaves them alone, a drain drains them). A drain skips
-    nodes already drained with the same reason; a resume touches only drain/down/fail nodes.
+    A thin wrapper of ``kiln_node_state.plan`` (module_utils/kiln_node_state.py: the one rule --
+    nobody's drain but kiln's is ever changed). Returns ``{change, unchanged, held, kept, left,
+    unknown, unrecognised, why}``; ``held`` is ``{node: reason}`` of nodes someone else's reason
+    holds (reported "held by operator: <reason>").
     """
-    if state not in ("drain", "resume"):
+    if state not in kiln_node_state.ACTIONS:
         raise AnsibleFilterError(f"kiln_slurm_node_plan: state must be drain or resume, got {state!r}")
-    if isinstance(nodes, (str, bytes)):
-        nodes = [nodes]
-    rows = parse_sinfo(sinfo_lines)
-    wanted = [str(n) for n in nodes]
-    plan: dict[str, list[str]] = {"change": [], "kept": [], "unknown": [n for n in wanted if n not in rows],
-                                  "unrecognised": []}
-    for name in wanted:
-        if name not in rows:
-            continue
-        node_state, node_reason = rows[name]["state"], rows[name]["reason"]
-        if condition(node_state) == UNRECOGNISED:
-            plan["unrecognised"].append(f"{name} ({node_state})")
-        drained = resumable(node_state)
-        if state == "drain":
-            if not (drained and node_reason == reason):
-                plan["change"].append(name)
-        elif drained:
-            if not only_reason_prefix or node_reason.startswith(only_reason_prefix):
-                plan["change"].append(name)
-            else:
-                plan["kept"].append(f"{name} ({node_reason or 'none'})")
-    return plan
+    if operator_drains is not None and not isinstance(operator_drains, Mapping):
+        raise AnsibleFilterError(f"kiln_slurm_node_plan: operator_drains must be a mapping of node to reason, "
+                                 f"got {type(operator_drains).__name__}")
+    try:
+        return kiln_node_state.plan(sinfo_lines, nodes, state, reason or "", only_reason_prefix or "",
+                                    operator_drains)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"kiln_slurm_node_plan: {exc} (nodes {nodes!r})") from exc
 
 
 class FilterModule:

@@ -76,8 +76,10 @@ options:
     default: 0.1
   actions:
     description: >-
-      Scheduler action planning, C({backend, drained_before, resumed, slurm_names}); omitted, no actions are
-      planned.
+      Scheduler action planning, C({backend, drained_before, resumed, slurm_names, override_operator_drain,
+      resume_on, sinfo}); C(sinfo) - the nodes' C(sinfo --noheader --Node --format '%N|%T|%E') lines read just
+      before judging (a node someone else drained meanwhile gets the action C(hold), "held by operator: <reason>").
+      Omitted, no actions are planned.
     type: dict
   state_dir:
     description: Per-node history directory; with O(write=true) each judged node gets one record appended.

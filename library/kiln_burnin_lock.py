@@ -16,6 +16,10 @@ description:
     controller, expired, or O(break_lock)).
   - O(op=recover) (on the launcher) takes over a stale lock - drains again every node the dead run resumed and never
     settled, with its recorded reason, deletes the dead run's reservations - and takes the lock for this run.
+  - Every drain again is decided by C(module_utils/kiln_node_state.py) from C(sinfo) read just before it - a node whose
+    reason is now someone else's (not C(BURNIN:)/C(UPGRADE:), and not the recorded one) is held, never re-drained
+    (C(held)); a node Slurm no longer lists is reported, not drained. When sinfo cannot be read nothing is drained and the
+    module fails.
   - O(op=update) records nodes about to be resumed (O(restore)), nodes whose action was applied (O(settled)) and the
     reservation name, before the state changes.
   - O(op=release) restores every unsettled node, deletes this run's reservation and removes the lock.
@@ -112,6 +116,10 @@ restored:
   description: Slurm nodes drained again with their recorded reason.
   returned: op=recover, op=release
   type: dict
+held:
+  description: Slurm nodes not drained again because someone else's reason holds them (node to that reason).
+  returned: op=recover, op=release
+  type: dict
 reservations_deleted:
   description: Burn-in reservations deleted.
   returned: op=acquire, op=recover, op=release
@@ -127,8 +135,13 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kiln_burnin_lock import (
-    STALE, drained, judge, new_lock, parse, playbook_process, proc_start, stale_reservations, unsettled,
+    STALE, judge, new_lock, parse, playbook_process, proc_start, stale_reservations, unsettled,
 )
+from ansible.module_utils.kiln_node_state import CHANGE, DRAIN, HELD, decide, held_why
+from ansible.module_utils.kiln_sinfo import parse_sinfo
+
+#: The reason of a journalled node recorded without one.
+DEFAULT_REASON = "BURNIN: restored after an interrupted burn-in"
 
 
 def _read(path):
@@ -166,6 +179,12 @@ def _create(path, data):
     return True
 
 
+def _not_drained(held, unknown):
+    """The message's part about journalled nodes left alone."""
+    text = "".join(f"; {node} {held_why(reason)}" for node, reason in sorted(held.items()))
+    return text + (f"; not listed by Slurm (not drained): {', '.join(unknown)}" if unknown else "")
+
+
 class Slurm:
     def __init__(self, module):
         self.module = module
@@ -175,18 +194,31 @@ class Slurm:
         return rc, out, err
 
     def redrain(self, nodes):
-        """Drain again every node that is not drained now, with its recorded reason."""
-        done = {}
-        for node, reason in sorted(nodes.items()):
-            rc, out, _err = self.run(["sinfo", "--noheader", "--Node", "--nodes", node, "--format", "%T"])
-            if rc == 0 and out.strip() and drained(out.strip().lower()):
+        """Drain again, with its recorded reason, every journalled node kiln_node_state says kiln may drain
+        (in service, or drained by kiln with another reason), from sinfo read just now: (restored, held, unknown)."""
+        if not nodes:
+            return {}, {}, []
+        rc, out, err = self.run(["sinfo", "--noheader", "--Node", "--format", "%N|%T|%E"])
+        if rc != 0:
+            self.module.fail_json(msg=f"could not read the Slurm state of {', '.join(sorted(nodes))} (sinfo rc {rc}: "
+                                      f"{(err or '').strip()[:200]}): nothing was drained again -- a drain is decided "
+                                      "only from the node's reason read just before it")
+        rows = parse_sinfo(out.splitlines())
+        done, held, unknown = {}, {}, []
+        for node, recorded in sorted(nodes.items()):
+            reason = recorded or DEFAULT_REASON
+            outcome, _why = decide(rows.get(node), DRAIN, reason)
+            if outcome == HELD:
+                held[node] = rows[node]["reason"]
+            elif node not in rows:
+                unknown.append(node)
+            if outcome != CHANGE:
                 continue
-            rc, _out, err = self.run(["scontrol", "update", "NodeName=" + node, "State=DRAIN",
-                                      "Reason=" + (reason or "BURNIN: restored after an interrupted burn-in")])
+            rc, _out, err = self.run(["scontrol", "update", "NodeName=" + node, "State=DRAIN", "Reason=" + reason])
             if rc != 0:
                 self.module.fail_json(msg=f"could not drain {node} again with its recorded reason {reason!r}: {err}")
             done[node] = reason
-        return done
+        return done, held, unknown
 
     def delete_reservations(self, keep=None, also=None):
         rc, out, _err = self.run(["scontrol", "show", "reservation", "--oneliner"])
@@ -254,7 +286,7 @@ def main():
         module.exit_json(changed=False, **verdict)
 
     if module.check_mode:
-        module.exit_json(changed=False, acquired=True, lock=None, restored={}, reservations_deleted=[],
+        module.exit_json(changed=False, acquired=True, lock=None, restored={}, held={}, reservations_deleted=[],
                          message="check mode: the lock is neither taken nor changed")
 
     if op == "acquire":
@@ -275,23 +307,23 @@ def main():
         current, problem = parse(_read(path))
         if current and expected and current["run_id"] != expected.get("run_id"):
             module.fail_json(msg=f"the lock changed hands while recovering (now {current['run_id']}); re-run")
-        restored, deleted = {}, []
+        restored, held, unknown, deleted = {}, {}, [], []
         if current and p["slurm"]:
-            restored = slurm.redrain(unsettled(current))
+            restored, held, unknown = slurm.redrain(unsettled(current))
         if p["slurm"]:
             deleted = slurm.delete_reservations(also=(current or {}).get("reservation"))
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         _write_atomic(path, new_lock(p["run_id"], p["owner"], now, p["minutes"]))
-        module.exit_json(changed=True, acquired=True, restored=restored, reservations_deleted=deleted,
+        module.exit_json(changed=True, acquired=True, restored=restored, held=held, reservations_deleted=deleted,
                          message=(f"recovered from {(current or {}).get('run_id') or 'an unusable lock file'}"
                                   f"{' (' + problem + ')' if problem else ''}: drained again "
-                                  f"{', '.join(f'{n} ({r})' for n, r in restored.items()) or 'nothing'}; deleted "
-                                  f"reservations {', '.join(deleted) or 'none'}"))
+                                  f"{', '.join(f'{n} ({r})' for n, r in restored.items()) or 'nothing'}"
+                                  f"{_not_drained(held, unknown)}; deleted reservations {', '.join(deleted) or 'none'}"))
 
     current, problem = parse(_read(path))
     if not current or current["run_id"] != p["run_id"]:
         if op == "release":
-            module.exit_json(changed=False, restored={}, reservations_deleted=[],
+            module.exit_json(changed=False, restored={}, held={}, reservations_deleted=[],
                              message="this run does not hold the lock (nothing to release)")
         module.fail_json(msg=f"burn-in {p['run_id']} lost its lock ({(current or {}).get('run_id') or problem}): "
                              "stopping before it changes any node state")
@@ -307,11 +339,12 @@ def main():
                                                f"settled {current['settled']}")
 
     # release
-    restored = slurm.redrain(unsettled(current)) if p["slurm"] else {}
+    restored, held, unknown = slurm.redrain(unsettled(current)) if p["slurm"] else ({}, {}, [])
     deleted = slurm.delete_reservations(also=current.get("reservation")) if p["slurm"] else []
     os.unlink(path)
-    module.exit_json(changed=True, restored=restored, reservations_deleted=deleted,
-                     message="lock released" + (f"; drained again {', '.join(restored)}" if restored else ""))
+    module.exit_json(changed=True, restored=restored, held=held, reservations_deleted=deleted,
+                     message="lock released" + (f"; drained again {', '.join(restored)}" if restored else "")
+                     + _not_drained(held, unknown))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ try:
     from ansible.module_utils.kiln_burnin_pair_phase import REASON_PREFIX, kiln_drain, pair_checks
     from ansible.module_utils import kiln_fabric_checks, kiln_fabric_pairs
     from ansible.module_utils import kiln_drift
+    from ansible.module_utils.kiln_node_state import DRAIN, HELD, decide
+    from ansible.module_utils.kiln_sinfo import parse_sinfo
 except ImportError:  # imported as a top-level module (unit tests)
     import kiln_baseline  # type: ignore[no-redef]
     import kiln_health  # type: ignore[no-redef]
@@ -39,6 +41,8 @@ except ImportError:  # imported as a top-level module (unit tests)
     import kiln_fabric_checks  # type: ignore[no-redef]
     import kiln_fabric_pairs  # type: ignore[no-redef]
     import kiln_drift  # type: ignore[no-redef]
+    from kiln_node_state import DRAIN, HELD, decide  # type: ignore[no-redef]
+    from kiln_sinfo import parse_sinfo  # type: ignore[no-redef]
 
 #: Fabric checks a node's PASS needs when RDMA ports are expected of it (docs/burnin.md).
 FABRIC_REQUIRED = ("fabric.facts", "fabric.ports", "fabric.rate", "fabric.counters")
@@ -308,8 +312,9 @@ def report(run_id: str, mode: str, assembled: Mapping[str, Any], results_dir: st
            actions: Optional[Mapping[str, Any]] = None, state_dir: Optional[str] = None,
            node_versions: Optional[Mapping[str, Any]] = None, **extra: Any) -> Dict[str, Any]:
     """Build, validate and (with *write*) write the summary; plan the scheduler
-    actions (*actions*: ``{backend, drained_before, resumed, slurm_names}``) and
-    append each node's history record under *state_dir*."""
+    actions (*actions*: ``{backend, drained_before, resumed, slurm_names, sinfo}``; *sinfo*:
+    the nodes' sinfo lines read just before judging, so a node someone else drained meanwhile
+    is reported held) and append each node's history record under *state_dir*."""
     if assembled.get("pairs"):
         extra.setdefault("pairs", assembled["pairs"])
     scope = dict(extra.get("scope") or {})
@@ -321,7 +326,8 @@ def report(run_id: str, mode: str, assembled: Mapping[str, Any], results_dir: st
                                actions.get("resumed") or [], actions.get("slurm_names"),
                                actions.get("backend") or "slurm",
                                bool(actions.get("override_operator_drain")),
-                               actions.get("resume_on") or (PASS, WARN))
+                               actions.get("resume_on") or (PASS, WARN),
+                               parse_sinfo(actions["sinfo"]) if actions.get("sinfo") is not None else None)
         summary["actions"] = planned
         for entry in planned:
             summary["nodes"][entry["node"]]["action"] = {k: entry[k] for k in ("action", "reason", "why")}
@@ -340,7 +346,8 @@ def report(run_id: str, mode: str, assembled: Mapping[str, Any], results_dir: st
 def plan_actions(nodes: Mapping[str, Mapping[str, Any]], mode: str, drained_before: Mapping[str, str],
                  resumed: Sequence[str], slurm_names: Optional[Mapping[str, str]] = None,
                  backend: str = "slurm", override_operator_drain: bool = False,
-                 resume_on: Sequence[str] = (PASS, WARN)) -> List[Dict[str, Any]]:
+                 resume_on: Sequence[str] = (PASS, WARN),
+                 slurm: Optional[Mapping[str, Mapping[str, str]]] = None) -> List[Dict[str, Any]]:
     """What the burn-in does to each judged node in the scheduler.
 
     FAIL: drain with ``BURNIN: <failed checks>`` -- except a node a person
@@ -349,6 +356,11 @@ def plan_actions(nodes: Mapping[str, Mapping[str, Any]], mode: str, drained_befo
     upgrade asks for PASS only) in swap mode with a kiln drain stays resumed (a person's drain only with
     *override_operator_drain*, which is what let the run test it); anything
     else gets its old drain back.
+    With *slurm* (``kiln_sinfo.parse_sinfo`` of sinfo read just before judging), each of
+    these is checked by ``kiln_node_state.decide`` (the rule the scontrol in
+    ``roles/slurm_controller/tasks/node_state.yml`` applies again right before acting): a node
+    whose reason is now someone else's becomes ``hold`` ("held by operator: <reason>",
+    nothing applied) -- kiln never replaces or lifts it.
     Backends: ``slurm`` (scontrol), ``none`` (report only); a Kubernetes
     cordon/taint backend plugs in here.
     """
@@ -386,6 +398,12 @@ def plan_actions(nodes: Mapping[str, Mapping[str, Any]], mode: str, drained_befo
             continue
         action.update({"node": node, "slurm_node": names.get(node, node), "backend": backend,
                        "applied": backend != "none"})
+        if slurm is not None and backend == "slurm":
+            row = slurm.get(action["slurm_node"])
+            outcome, held = decide(row, DRAIN, action["reason"] or REASON_PREFIX) if row is not None else ("", "")
+            if outcome == HELD:
+                action.update({"action": "hold", "reason": row.get("reason") or None, "applied": False,
+                               "why": f"{held}; kiln's {action['action']} not applied ({action['why']})"})
         actions.append(action)
     return actions
 

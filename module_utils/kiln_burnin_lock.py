@@ -14,7 +14,9 @@ settled only after the verdict's action for it was applied. A run that dies
 (signal, crash, lost controller) leaves the file behind; the next run finds
 it stale -- its owner process is gone on the same Ansible controller, or it
 has expired -- and, before anything else, drains every unsettled node again
-with its recorded reason and deletes the dead run's reservation. A lock
+with its recorded reason and deletes the dead run's reservation. Whether a node
+is drained again is decided by ``kiln_node_state`` from sinfo read just before
+(library/kiln_burnin_lock.py): a node someone else's reason holds is left alone. A lock
 whose owner is alive is never broken without ``kiln_burnin_break_lock``.
 
 Standard library only; importable as ``kiln_burnin_lock`` and as
@@ -176,7 +178,3 @@ def stale_reservations(show_reservation: str, keep: Optional[str] = None) -> Lis
         if name.startswith(RESERVATION_PREFIX) and name != keep:
             names.append(name)
     return sorted(set(names))
-
-
-def drained(state: str) -> bool:
-    return bool(re.search(r"drain|fail", state or ""))

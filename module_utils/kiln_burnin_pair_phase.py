@@ -18,6 +18,7 @@ try:
     from ansible.module_utils.kiln_burnin_checks import (
         BASELINE_CHECK, FAIL, INCOMPLETE, PAIR_CHECK, PASS, SKIP, WARN, check, nccl_check, pair_band,
     )
+    from ansible.module_utils.kiln_node_state import CHANGE, KILN_REASON_PREFIXES, RESUME, decide, kiln_reason
     from ansible.module_utils.kiln_sinfo import DOWN, DRAINED, UNRECOGNISED, condition
 except ImportError:  # imported as a top-level module (unit tests)
     import kiln_baseline  # type: ignore[no-redef]
@@ -26,18 +27,20 @@ except ImportError:  # imported as a top-level module (unit tests)
     from kiln_burnin_checks import (  # type: ignore[no-redef]
         BASELINE_CHECK, FAIL, INCOMPLETE, PAIR_CHECK, PASS, SKIP, WARN, check, nccl_check, pair_band,
     )
+    from kiln_node_state import CHANGE, KILN_REASON_PREFIXES, RESUME, decide, kiln_reason  # type: ignore[no-redef]
     from kiln_sinfo import DOWN, DRAINED, UNRECOGNISED, condition  # type: ignore[no-redef]
 
-#: A drain reason that starts with this was set by the burn-in.
+#: A drain reason that starts with this was set by the burn-in (one of kiln_node_state.KILN_REASON_PREFIXES,
+#: re-exported here with it: the burn-in's and the rolling upgrade's, the only drains kiln replaces or lifts).
 REASON_PREFIX = "BURNIN:"
-#: Drain reasons kiln sets: the burn-in's, and the rolling upgrade's (playbooks/upgrade.yml drains a
-#: batch with ``UPGRADE: ...`` and its swap burn-in resumes it on PASS). Only these are ever resumed.
-KILN_REASON_PREFIXES = (REASON_PREFIX, "UPGRADE:")
 
 
 def kiln_drain(reason: Any) -> bool:
-    """True when a Slurm drain reason is one kiln set (burn-in or rolling upgrade), not a person's."""
-    return str(reason or "").startswith(KILN_REASON_PREFIXES)
+    """True when a Slurm drain reason is one kiln set (burn-in or rolling upgrade), not a person's
+    (``kiln_node_state.kiln_reason``: the one list of kiln's prefixes)."""
+    return kiln_reason(reason)
+
+
 MODES = ("quick", "default", "acceptance", "swap")
 
 
@@ -100,10 +103,12 @@ def pair_start(nodes: Sequence[str], mode: str, targets: Sequence[str], partners
     *nodes*: the hosts that passed the per-node phases. With *slurm*
     (kiln_sinfo.parse_sinfo of the participants): a down node, or one in a state
     kiln_sinfo does not know, is out (INCOMPLETE). A
-    drained swap target whose drain kiln set (``BURNIN:`` or ``UPGRADE:``) is resumed
-    inside the burn-in's maintenance reservation for the test; one a person
-    drained is held (INCOMPLETE, "held by operator: <reason>") unless
-    *override_operator_drain*. Any other drained node is left out (SKIP).
+    drained swap target is resumed inside the burn-in's maintenance reservation for the test
+    when ``kiln_node_state.decide`` says so: its drain is kiln's (``BURNIN:`` or ``UPGRADE:``),
+    or a person's under *override_operator_drain* (its exact reason is journalled and put
+    back unless it passes); otherwise it is held (INCOMPLETE, "held by operator: <reason>").
+    Any other drained node is left out (SKIP). The playbook decides again, from sinfo read
+    right before the resume.
     """
     slurm_names = dict(slurm_names or {})
     excluded: Dict[str, Dict[str, str]] = {}
@@ -124,12 +129,13 @@ def pair_start(nodes: Sequence[str], mode: str, targets: Sequence[str], partners
                 "not tested (an unknown state is never taken for idle)")}
         elif state == DRAINED:
             drained_before[node] = row["reason"]
-            by_person = not kiln_drain(row["reason"])
-            if mode == "swap" and node in targets and (not by_person or override_operator_drain):
+            outcome, why = (decide(row, RESUME, operator_reason=row["reason"] if override_operator_drain else None)
+                            if mode == "swap" and node in targets else (None, ""))
+            if outcome == CHANGE:
                 resume.append(node)
             elif mode == "swap" and node in targets:
                 excluded[node] = {"status": INCOMPLETE, "why": (
-                    f"held by operator: {row['reason'] or 'no reason'}; not tested -- a person's drain is never "
+                    f"{why}; not tested -- a person's drain is never "
                     f"lifted by kiln; resume it yourself, or re-run with -e kiln_burnin_override_operator_drain=true "
                     f"to test it (its drain is restored unless it passes)")}
             else:

@@ -144,7 +144,7 @@ def plan(nodes: Sequence[str], info: Mapping[str, Mapping[str, Any]],
             if state == DRAINED:
                 if not kiln_drain(row.get("reason")):
                     out[HELD].append(node)
-                    out["why"][node] = (f"drained by a person ({row.get('reason') or 'no reason'}): left alone; "
+                    out["why"][node] = (f"held by operator: {row.get('reason') or 'no reason'}; left alone: "
                                         "resume it and re-run to upgrade it")
                     continue
                 kiln_drained = True
@@ -201,7 +201,8 @@ def summary(plan: Mapping[str, Any], statuses: Mapping[str, Any], run_id: str = 
     *statuses*: ``{node: {"state": ..., "why": ...} or None}`` for the nodes of the run (what each
     batch recorded). A node to do without a status is ``not started`` (its batch did not run).
     ``complete`` is true only when every node to do was upgraded and none was unreachable (held
-    nodes are a person's decision: reported, not counted against the run).
+    nodes are a person's decision: reported, not counted against the run -- also a node to do that
+    someone drained after the plan, which the batch's drain held: ``{"state": "held"}``).
     """
     nodes: Dict[str, Dict[str, str]] = {}
     why = plan.get("why") or {}
@@ -222,7 +223,7 @@ def summary(plan: Mapping[str, Any], statuses: Mapping[str, Any], run_id: str = 
     lines = [f"{n}: {nodes[n]['state'].upper()} -- {nodes[n]['why']}" for n in order]
     # Held nodes are a person's decision (reported, not a failure); a node that could not be reached
     # or is down in Slurm was not upgraded, so the run is not complete.
-    complete = all(nodes[n]["state"] == "upgraded" for n in todo) and not plan.get(UNREACHABLE)
+    complete = all(nodes[n]["state"] in ("upgraded", HELD) for n in todo) and not plan.get(UNREACHABLE)
     headline = ", ".join(f"{k} {counts[k]}" for k in sorted(counts)) or "no nodes"
     return {"run_id": run_id, "nodes": nodes, "counts": counts, "headline": headline, "lines": lines,
             "complete": complete}

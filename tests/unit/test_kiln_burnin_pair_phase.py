@@ -240,6 +240,29 @@ def test_report_writes_pairs_actions_and_appends_history(tmp_path):
     assert any((tmp_path / "run/pairs").iterdir())
 
 
+def test_report_holds_a_node_a_person_drained_during_the_run(tmp_path):
+    """Issue 31: sinfo read just before judging; c3 FAILs but a person drained it meanwhile -- reported
+    "held by operator: <reason>" (action hold, nothing applied), valid against the summary schema."""
+    histories = {n: history() for n in NODES}
+    state = kbp.pair_start(NODES, "default", [], [], histories, VERSIONS, None)
+    out = slow_c3_phase(state)
+    nodes = {n: {"kiln_gpu": {"pci_gpu_count": 0}} for n in NODES}
+    assembled = kb.assemble(nodes, [], mode="default", pairs={**state, "results": out["results"]},
+                            results_dir=str(tmp_path / "run"))
+    sinfo = [f"{n}|idle|none" for n in NODES if n != "c3"] + ["c3|drained|RMA 4711 (PSU)"]
+    res = kb.report("run1", "default", assembled, str(tmp_path / "run"), {}, write=True,
+                    actions={"backend": "slurm", "drained_before": {}, "resumed": [], "sinfo": sinfo})
+    summary = res["summary"]
+    assert summary["nodes"]["c3"]["status"] == "FAIL"
+    assert [(a["node"], a["action"], a["applied"]) for a in summary["actions"]] == [("c3", "hold", False)]
+    assert summary["nodes"]["c3"]["action"]["why"].startswith("held by operator: RMA 4711 (PSU); kiln's drain")
+    assert "| hold | c3 | RMA 4711 (PSU) | held by operator: RMA 4711 (PSU)" in res["markdown"]
+    assert not kiln_report.validate_summary(summary)
+    schema = json.loads((REPO / "data/burnin_summary.schema.json").read_text())
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(json.loads((tmp_path / "run/summary.json").read_text()), schema)
+
+
 def test_baseline_warn_when_a_node_drops_below_its_own_history():
     results = [{"pair": ["a", "b"], "round": 1, "status": "PASS", "value": 0.40, "floor": 0.05,
                 "reference": {"value": 0.41}}]

@@ -67,15 +67,34 @@ SINFO = ["gpu01|idle|none", "gpu02|drained|BURNIN: low busbw", "gpu03|drained|op
          "gpu04|down*|Not responding"]
 
 
+def buckets(plan):
+    """The plan's decisions, without the per-node explanations."""
+    return {k: v for k, v in plan.items() if k != "why"}
+
+
+NOTHING = {"change": [], "unchanged": [], "held": {}, "kept": [], "left": [], "unknown": [], "unrecognised": []}
+
+
 def test_plan_drain_is_idempotent():
     plan = ks.kiln_slurm_node_plan(SINFO, ["gpu01", "gpu02"], "drain", "BURNIN: low busbw")
-    assert plan == {"change": ["gpu01"], "kept": [], "unknown": [], "unrecognised": []}
+    assert buckets(plan) == dict(NOTHING, change=["gpu01"], unchanged=["gpu02"])
 
 
 def test_plan_resume_with_prefix_spares_operator_drains():
     plan = ks.kiln_slurm_node_plan(SINFO, ["gpu01", "gpu02", "gpu03", "gpu09"], "resume", only_reason_prefix="BURNIN:")
-    assert plan == {"change": ["gpu02"], "kept": ["gpu03 (operator: PSU)"], "unknown": ["gpu09"], "unrecognised": []}
-    assert ks.kiln_slurm_node_plan(SINFO, ["gpu03", "gpu04"], "resume")["change"] == ["gpu03", "gpu04"]
+    assert buckets(plan) == dict(NOTHING, change=["gpu02"], unchanged=["gpu01"], held={"gpu03": "operator: PSU"},
+                                 unknown=["gpu09"])
+    assert plan["why"]["gpu03"] == "held by operator: operator: PSU"
+    # Without a prefix a resume still lifts only kiln's drains (issue 31): a person's drain and
+    # Slurm's own "Not responding" are held, never resumed.
+    plan = ks.kiln_slurm_node_plan(SINFO, ["gpu03", "gpu04"], "resume")
+    assert plan["change"] == [] and plan["held"] == {"gpu03": "operator: PSU", "gpu04": "Not responding"}
+
+
+def test_plan_resume_with_prefix_keeps_kilns_other_drains():
+    plan = ks.kiln_slurm_node_plan(["gpu05|drained|BURNIN: nccl.pair", "gpu06|drained|UPGRADE: to stack ab"],
+                                   ["gpu05", "gpu06"], "resume", only_reason_prefix="UPGRADE:")
+    assert plan["change"] == ["gpu06"] and plan["kept"] == ["gpu05 (BURNIN: nccl.pair)"] and plan["held"] == {}
 
 
 def test_plan_rejects_state():
@@ -107,6 +126,52 @@ def test_plan_reports_states_it_does_not_know():
     assert drain["change"] == ["gpu06", "gpu08"] and drain["unrecognised"] == ["gpu06 (weird_new_state)"]
 
 
-def test_plan_kept_names_an_empty_reason_as_none():
+def test_plan_holds_a_drain_without_a_reason_and_names_it():
+    """A drained node without a reason is nobody kiln knows: held (never resumed, never re-drained)."""
     plan = ks.kiln_slurm_node_plan(["gpu09|drained|none"], ["gpu09"], "resume", only_reason_prefix="BURNIN:")
-    assert plan["kept"] == ["gpu09 (none)"]
+    assert plan["change"] == [] and plan["held"] == {"gpu09": ""}
+    assert plan["why"]["gpu09"] == "held by operator: no reason"
+    drain = ks.kiln_slurm_node_plan(["gpu09|drained|none"], ["gpu09"], "drain", "BURNIN: x")
+    assert drain["change"] == [] and drain["held"] == {"gpu09": ""}
+
+
+def test_issue_31_a_persons_drain_is_never_replaced_then_lifted():
+    """The reproduction of issue 31: the upgrade's batch drain re-drained gpu02 over a person's RMA, and the
+    resume with prefix UPGRADE: then lifted it -- the person's reason gone, the node back in production."""
+    sinfo = ["gpu02|drained|RMA-123 bad PSU"]
+    drain = ks.kiln_slurm_node_plan(sinfo, ["gpu02"], "drain", "UPGRADE: to stack ab12 (kiln run r1)")
+    assert drain["change"] == []
+    assert drain["held"] == {"gpu02": "RMA-123 bad PSU"}
+    assert drain["why"]["gpu02"] == "held by operator: RMA-123 bad PSU"
+    resume = ks.kiln_slurm_node_plan(sinfo, ["gpu02"], "resume", "", "UPGRADE:")
+    assert resume["change"] == [] and resume["held"] == {"gpu02": "RMA-123 bad PSU"}
+    # the burn-in's FAIL drain, the same rule
+    fail = ks.kiln_slurm_node_plan(sinfo, ["gpu02"], "drain", "BURNIN: nccl.pair.all_reduce: slow")
+    assert fail["change"] == [] and fail["held"] == {"gpu02": "RMA-123 bad PSU"}
+
+
+def test_plan_redrains_kilns_own_drain_with_a_new_kiln_reason():
+    plan = ks.kiln_slurm_node_plan(["gpu02|drained|UPGRADE: to stack ab"], ["gpu02"], "drain", "BURNIN: failed")
+    assert plan["change"] == ["gpu02"] and plan["held"] == {}
+
+
+def test_plan_operator_drains_is_an_exact_opt_in():
+    """The burn-in's kiln_burnin_override_operator_drain: only the exact reason recorded is lifted."""
+    sinfo = ["gpu07|drained|RMA 42", "gpu08|drained|RMA 43 (changed since)"]
+    plan = ks.kiln_slurm_node_plan(sinfo, ["gpu07", "gpu08"], "resume", "", "",
+                                   {"gpu07": "RMA 42", "gpu08": "RMA 43"})
+    assert plan["change"] == ["gpu07"] and plan["held"] == {"gpu08": "RMA 43 (changed since)"}
+    # restoring it puts the person's exact reason back; already back is a no-op
+    restore = ks.kiln_slurm_node_plan(["gpu07|idle|none", "gpu08|drained|RMA 43"], ["gpu07", "gpu08"], "drain",
+                                      "RMA 43")
+    assert restore["change"] == ["gpu07"] and restore["unchanged"] == ["gpu08"]
+
+
+@pytest.mark.parametrize("args, match", [
+    ((["gpu01"], "resume", "", "RMA"), "lifts only kiln's drains"),
+    ((["gpu01"], "drain", ""), "needs a reason"),
+    ((["gpu01"], "resume", "", "", ["gpu01"]), "operator_drains must be a mapping"),
+])
+def test_plan_rejects_a_resume_prefix_that_is_not_kilns(args, match):
+    with pytest.raises(AnsibleFilterError, match=match):
+        ks.kiln_slurm_node_plan(SINFO, *args)
