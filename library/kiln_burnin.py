@@ -31,7 +31,7 @@ options:
     default: default
     choices: [quick, default, acceptance, swap]
   nodes:
-    description: Per-node data, C({name: {kiln_gpu, gpu_present, expected_gpus, xid_log, tools, dcgm, nccl, sku}}).
+    description: Per-node data, C({name: {kiln_gpu, gpu_present, expected_gpus, kernel_log, tools, dcgm, nccl, sku}}) (C(kernel_log) from module kiln_kernel_log; C(xid_log), kernel-log text already read, when it is absent).
     type: dict
     required: true
   fabric:

@@ -9,7 +9,9 @@ DOCUMENTATION = r"""
 module: kiln_burnin_lock
 short_description: One burn-in per cluster, with a crash-safe restore journal
 description:
-  - O(op=identity) (on the Ansible controller) names this run's ansible-playbook process (host, pid, start time).
+  - O(op=identity) (on the Ansible controller) names this run's ansible-playbook process (host, pid, start time) and
+    draws a random token for this invocation; the lock is this run's only when its run id and its token match, so two
+    runs given the same run id never both hold it.
   - O(op=acquire) (on the launcher) creates the lock file atomically; when another run holds it, returns its content.
     With O(slurm), a kiln burn-in reservation left by a dead run is deleted once the lock is taken.
   - O(op=judge) (on the Ansible controller) decides whether a held lock is live, or stale (owner process gone on this
@@ -20,9 +22,10 @@ description:
     reason is now someone else's (not C(BURNIN:)/C(UPGRADE:), and not the recorded one) is held, never re-drained
     (C(held)); a node Slurm no longer lists is reported, not drained. When sinfo cannot be read nothing is drained and the
     module fails.
-  - O(op=update) records nodes about to be resumed (O(restore)), nodes whose action was applied (O(settled)) and the
-    reservation name, before the state changes.
-  - O(op=release) restores every unsettled node, deletes this run's reservation and removes the lock.
+  - O(op=update) (only by the holder) records nodes about to be resumed (O(restore)), nodes whose action was applied
+    (O(settled)) and the reservation name, before the state changes.
+  - O(op=release) (only by the holder) restores every unsettled node, deletes this run's reservation and removes the
+    lock.
 version_added: "0.3.0"
 author:
   - kiln contributors
@@ -40,7 +43,7 @@ options:
     description: This run's id.
     type: str
   owner:
-    description: This run's identity (O(op=identity)'s C(owner)).
+    description: This run's identity (O(op=identity)'s C(owner), with its token); the holder is recognised by it.
     type: dict
     default: {}
   minutes:
@@ -93,7 +96,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 owner:
-  description: O(op=identity) - host, pid, start, user.
+  description: O(op=identity) - host, pid, start, user, token.
   returned: op=identity
   type: dict
 acquired:
@@ -129,13 +132,14 @@ reservations_deleted:
 import getpass
 import json
 import os
+import secrets
 import socket
 import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kiln_burnin_lock import (
-    STALE, judge, new_lock, parse, playbook_process, proc_start, stale_reservations, unsettled,
+    STALE, holds, judge, new_lock, parse, playbook_process, proc_start, same_holder, stale_reservations, unsettled,
 )
 from ansible.module_utils.kiln_node_state import CHANGE, DRAIN, HELD, decide, held_why
 from ansible.module_utils.kiln_sinfo import parse_sinfo
@@ -271,7 +275,7 @@ def main():
     if op == "identity":
         pid = playbook_process()
         owner = {"host": socket.gethostname(), "pid": pid, "start": proc_start(pid) if pid else None,
-                 "user": getpass.getuser()}
+                 "user": getpass.getuser(), "token": secrets.token_hex(8)}
         module.exit_json(changed=False, owner=owner, message=f"ansible-playbook pid {pid} on {owner['host']}")
 
     if op == "judge":
@@ -281,7 +285,7 @@ def main():
         if lock and owner.get("host") == socket.gethostname() and owner.get("pid"):
             start = proc_start(owner["pid"])
             alive = start is not None and (owner.get("start") is None or start == owner.get("start"))
-        verdict = judge(lock, p["problem"], {"host": socket.gethostname()}, p["run_id"], now, alive,
+        verdict = judge(lock, p["problem"], dict(p["owner"], host=socket.gethostname()), p["run_id"], now, alive,
                         p["break_lock"])
         module.exit_json(changed=False, **verdict)
 
@@ -297,7 +301,7 @@ def main():
                              message="lock taken" + (f"; deleted stale reservations {', '.join(deleted)}"
                                                      if deleted else ""))
         lock, problem = parse(_read(path))
-        if lock and lock["run_id"] == p["run_id"]:
+        if holds(lock, p["run_id"], p["owner"]):
             module.exit_json(changed=False, acquired=True, lock=lock, reservations_deleted=[], message="already ours")
         module.exit_json(changed=False, acquired=False, lock=lock, problem=problem, reservations_deleted=[],
                          message="held by " + (lock["run_id"] if lock else f"an unusable lock file ({problem})"))
@@ -305,7 +309,7 @@ def main():
     if op == "recover":
         expected = p["lock"] if isinstance(p["lock"], dict) else None
         current, problem = parse(_read(path))
-        if current and expected and current["run_id"] != expected.get("run_id"):
+        if current and expected and not same_holder(current, expected):
             module.fail_json(msg=f"the lock changed hands while recovering (now {current['run_id']}); re-run")
         restored, held, unknown, deleted = {}, {}, [], []
         if current and p["slurm"]:
@@ -321,11 +325,12 @@ def main():
                                   f"{_not_drained(held, unknown)}; deleted reservations {', '.join(deleted) or 'none'}"))
 
     current, problem = parse(_read(path))
-    if not current or current["run_id"] != p["run_id"]:
+    if not holds(current, p["run_id"], p["owner"]):
         if op == "release":
             module.exit_json(changed=False, restored={}, held={}, reservations_deleted=[],
                              message="this run does not hold the lock (nothing to release)")
-        module.fail_json(msg=f"burn-in {p['run_id']} lost its lock ({(current or {}).get('run_id') or problem}): "
+        holder = (current or {}).get("run_id") or problem or "no lock file"
+        module.fail_json(msg=f"burn-in {p['run_id']} does not hold the lock (held by {holder}): "
                              "stopping before it changes any node state")
 
     if op == "update":

@@ -99,7 +99,7 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
              fabric_path: Optional[str] = None, allow_mixed: bool = False) -> Dict[str, Any]:
     """Per-node checks and fabric checks from the raw data the playbook collected.
 
-    *nodes*: ``{name: {kiln_gpu, gpu_present, expected_gpus, history_gpus, engine, xid_log,
+    *nodes*: ``{name: {kiln_gpu, gpu_present, expected_gpus, history_gpus, engine, kernel_log, xid_log,
     dcgm: {present, rc, stdout}, nccl: {text, rc, timed_out, engine}, sku, excluded: "why"}}``
     (every key optional).
     *fabric*: ``[{id, nodes, ranks, text, rc, timed_out, engine, sku, reference}]``.
@@ -156,7 +156,7 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
         checks = []
         if "tools" in node:
             checks.append(tools_check(node["tools"] or {}))
-        checks += passive_checks(node.get("kiln_gpu"), want_gpus, node.get("xid_log") or "")
+        checks += passive_checks(node.get("kiln_gpu"), want_gpus, node.get("xid_log") or "", node.get("kernel_log"))
         if gpu_node:
             checks += health_checks(node.get("kiln_gpu"), health)
         if "dcgm" in node:

@@ -14,9 +14,10 @@ import statistics
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 try:
-    from ansible.module_utils import kiln_health_dcgm, kiln_health_memory, kiln_nccl, kiln_verdict
+    from ansible.module_utils import kiln_health_dcgm, kiln_health_memory, kiln_kernel_log, kiln_nccl, kiln_verdict
 except ImportError:  # imported as a top-level module (unit tests)
     import kiln_health_dcgm  # type: ignore[no-redef]
+    import kiln_kernel_log  # type: ignore[no-redef]
     import kiln_health_memory  # type: ignore[no-redef]
     import kiln_nccl  # type: ignore[no-redef]
     import kiln_verdict  # type: ignore[no-redef]
@@ -49,6 +50,33 @@ def parse_xids(text: str) -> List[Dict[str, Any]]:
     return found
 
 
+def xid_check(xid_log: str = "", kernel_log: Any = None) -> Dict[str, Any]:
+    """``xid.kernel_log``: critical XIDs FAIL, others WARN, none PASS -- only from a log that was read.
+
+    *kernel_log*: what module kiln_kernel_log read (``{readable, source, since, note, xid_lines,
+    problems}``; the playbook's input). A log no source could read is INCOMPLETE: "no XID" is
+    never concluded from nothing. Without *kernel_log*, *xid_log* is text already read.
+    """
+    context = ""
+    if kernel_log is not None:
+        if not isinstance(kernel_log, Mapping):
+            return check("xid.kernel_log", INCOMPLETE, "kernel-log read result is not a mapping: not judged",
+                         metric="xids", unit="events")
+        span, sources = kiln_kernel_log.describe(kernel_log)
+        if not kernel_log.get("readable"):
+            return check("xid.kernel_log", INCOMPLETE, f"kernel log unreadable, XIDs {span} unknown: {sources}",
+                         metric="xids", unit="events")
+        note = kernel_log.get("note")
+        context = f" ({span}, {sources}{'; ' + str(note) if note else ''})"
+        xid_log = "\n".join(str(line) for line in kernel_log.get("xid_lines") or [])
+    xids = parse_xids(xid_log)
+    critical = [x for x in xids if x["xid"] in CRITICAL_XIDS]
+    status = FAIL if critical else (WARN if xids else PASS)
+    detail = ("XIDs since the last run: " + ", ".join(f"{x['xid']} ({x['pci']})" for x in xids)) if xids \
+        else "no XID in the kernel log since the last run"
+    return check("xid.kernel_log", status, detail + context, metric="xids", value=len(xids), unit="events")
+
+
 def expected_gpu_count(inventory: Any = None, history: Any = None) -> Optional[int]:
     """GPUs a node should have, from intent: the inventory's ``kiln_burnin_expected_gpus``
     first, else the most GPUs a passing burn-in of this node ever saw (history).
@@ -68,8 +96,8 @@ def expected_gpu_count(inventory: Any = None, history: Any = None) -> Optional[i
 
 
 def passive_checks(gpu: Optional[Mapping[str, Any]], expected_gpus: Optional[int] = None,
-                   xid_log: str = "") -> List[Dict[str, Any]]:
-    """Checks from ansible_facts['kiln_gpu'] (and the kernel log since the last run).
+                   xid_log: str = "", kernel_log: Any = None) -> List[Dict[str, Any]]:
+    """Checks from ansible_facts['kiln_gpu'] (and the kernel log since the last run: xid_check).
 
     A node with no GPU on PCI is SKIPPED only when no GPU is expected of it
     (inventory or history); a node that should have GPUs and shows none FAILs
@@ -130,12 +158,7 @@ def passive_checks(gpu: Optional[Mapping[str, Any]], expected_gpus: Optional[int
                             metric="inactive_links", value=sum(int(g["nvlink"].get("inactive") or 0) for g in nvl),
                             unit="links"))
 
-    xids = parse_xids(xid_log)
-    critical = [x for x in xids if x["xid"] in CRITICAL_XIDS]
-    xstatus = FAIL if critical else (WARN if xids else PASS)
-    xdetail = ("XIDs since the last run: " + ", ".join(f"{x['xid']} ({x['pci']})" for x in xids)) if xids \
-        else "no XID in the kernel log since the last run"
-    checks.append(check("xid.kernel_log", xstatus, xdetail, metric="xids", value=len(xids), unit="events"))
+    checks.append(xid_check(xid_log, kernel_log))
 
     if not smi:
         checks.append(check("clocks.throttle", SKIP, no_smi))

@@ -5,8 +5,14 @@ One burn-in at a time per cluster: the lock is a JSON file on the launcher
 (the Slurm controller), created atomically (O_EXCL) by the run that takes it::
 
   {"schema": "kiln.burnin.lock/v1", "run_id": "...", "started": 1767225600,
-   "expires": 1767240000, "owner": {"host": "ops1", "pid": 4242, "start": 98765, "user": "ops"},
-   "reservation": "kiln-burnin-...", "restore": {"gpu07": "BURNIN: nccl.pair ..."}, "settled": []}
+   "expires": 1767240000, "owner": {"host": "ops1", "pid": 4242, "start": 98765, "user": "ops",
+   "token": "9c1f..."}, "reservation": "kiln-burnin-...", "restore": {"gpu07": "BURNIN: nccl.pair ..."},
+   "settled": []}
+
+The lock belongs to one invocation, not to a run id: ``owner.token`` is drawn afresh by each
+ansible-playbook run (module op=identity), and a run holds the lock only when both its run id
+and its token match (``holds``). Two runs given the same run id (``-e kiln_burnin_run_id=x``
+twice, or an id to the second) never both hold it: the second is refused like any other.
 
 The same file is the run's restore journal: before the run resumes a
 drained node it writes the node's old drain reason here, and it marks a node
@@ -25,6 +31,7 @@ Standard library only; importable as ``kiln_burnin_lock`` and as
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -111,7 +118,8 @@ def parse(text: Any) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
         "started": _int(data.get("started")),
         "expires": _int(data.get("expires")),
         "owner": {"host": str(owner.get("host") or ""), "pid": _int(owner.get("pid")),
-                  "start": _int(owner.get("start")), "user": str(owner.get("user") or "")},
+                  "start": _int(owner.get("start")), "user": str(owner.get("user") or ""),
+                  "token": str(owner.get("token") or "")},
         "reservation": data.get("reservation") if isinstance(data.get("reservation"), str) else None,
         "restore": {str(k): str(v) for k, v in restore.items()},
         "settled": [str(n) for n in settled],
@@ -128,29 +136,56 @@ def _int(value: Any) -> Optional[int]:
     return number if 0 <= number < 1 << 62 else None
 
 
+def _utc(epoch: Optional[int]) -> str:
+    if epoch is None:
+        return "?"
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def new_lock(run_id: str, owner: Mapping[str, Any], now: int, minutes: int,
              reservation: Optional[str] = None) -> Dict[str, Any]:
     return {"schema": SCHEMA, "run_id": run_id, "started": int(now), "expires": int(now) + 60 * int(minutes),
             "owner": dict(owner), "reservation": reservation, "restore": {}, "settled": []}
 
 
+def holds(lock: Optional[Mapping[str, Any]], run_id: Optional[str], owner: Optional[Mapping[str, Any]]) -> bool:
+    """Whether *lock* is this invocation's: the same run id and the same owner token (never a run id alone)."""
+    if not isinstance(lock, Mapping) or not isinstance(owner, Mapping) or not run_id:
+        return False
+    token = str(owner.get("token") or "")
+    held = lock.get("owner") if isinstance(lock.get("owner"), Mapping) else {}
+    return lock.get("run_id") == run_id and bool(token) and str(held.get("token") or "") == token
+
+
+def same_holder(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) -> bool:
+    """Whether two lock contents name the same holder (run id and owner token, an empty token included)."""
+    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
+        return False
+
+    def token(lock: Mapping[str, Any]) -> str:
+        return str((lock.get("owner") if isinstance(lock.get("owner"), Mapping) else {}).get("token") or "")
+    return a.get("run_id") == b.get("run_id") and token(a) == token(b)
+
+
 def judge(lock: Optional[Mapping[str, Any]], problem: Optional[str], me: Mapping[str, Any], run_id: str,
           now: int, alive: Optional[bool], break_lock: bool = False) -> Dict[str, Any]:
     """Is the cluster's lock free, ours, held by a live run, or stale?
 
-    *alive*: whether the owner's process still runs, when the owner is on
-    this Ansible controller (None when it is elsewhere: then only the expiry
-    decides). A corrupt lock file is stale.
+    *me*: this run's owner identity (op=identity: host, pid, start, user, token); the lock is
+    ours only when its run id and token are ours (``holds``). *alive*: whether the owner's
+    process still runs, when the owner is on this Ansible controller (None when it is
+    elsewhere: then only the expiry decides). A corrupt lock file is stale.
     """
     if lock is None and problem is None:
         return {"state": FREE, "message": "no burn-in holds the cluster"}
     if lock is None:
         return {"state": STALE, "message": f"unusable lock file ({problem}): taken over"}
-    if lock["run_id"] == run_id:
+    if holds(lock, run_id, me):
         return {"state": MINE, "message": "this run holds the lock"}
     owner = lock["owner"]
     holder = (f"burn-in {lock['run_id']} (ansible-playbook pid {owner.get('pid')} on {owner.get('host') or '?'}"
-              f"{', user ' + owner['user'] if owner.get('user') else ''}, since {lock.get('started')})")
+              f"{', user ' + owner['user'] if owner.get('user') else ''}, since {_utc(lock.get('started'))}"
+              f"{'; the same run id as this run' if lock['run_id'] == run_id else ''})")
     if break_lock:
         return {"state": STALE, "message": f"{holder}: lock broken by kiln_burnin_break_lock"}
     same_host = bool(owner.get("host")) and owner.get("host") == me.get("host")

@@ -55,7 +55,7 @@ def _reset_cache() -> None:
     """Forget parsed data (tests use this after pointing DATA_DIR elsewhere)."""
     _CACHE.clear()
 def _active_denylist(today: datetime.date | None = None) -> list[dict[str, Any]]:
-    today = today or datetime.date.today()
+    today = today or datetime.datetime.now(datetime.timezone.utc).date()  # UTC, as every kiln time
     active = []
     for entry in denylist_data():
         expires = entry.get("expires")

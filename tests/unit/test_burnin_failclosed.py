@@ -125,8 +125,9 @@ def test_actions_never_lift_a_person_drain_without_override():
 
 
 def test_lock_judge():
-    me = {"host": "ops1"}
-    lock = kl.new_lock("old", {"host": "ops1", "pid": 10, "start": 5}, now=1000, minutes=10)
+    # The lock is this run's by its run id and its invocation's token (op=identity), never by run id alone.
+    me = {"host": "ops1", "pid": 10, "start": 5, "token": "t-old"}
+    lock = kl.new_lock("old", {"host": "ops1", "pid": 10, "start": 5, "token": "t-old"}, now=1000, minutes=10)
     assert kl.judge(None, None, me, "new", 1001, None)["state"] == kl.FREE
     assert kl.judge(lock, None, me, "old", 1001, True)["state"] == kl.MINE
     held = kl.judge(lock, None, me, "new", 1001, True)
@@ -136,6 +137,24 @@ def test_lock_judge():
     assert kl.judge(lock, None, {"host": "ops2"}, "new", 1000 + 601, None)["state"] == kl.STALE
     assert kl.judge(lock, None, me, "new", 1001, True, break_lock=True)["state"] == kl.STALE
     assert kl.judge(None, "lock file is not JSON", me, "new", 1001, None)["state"] == kl.STALE
+
+
+def test_lock_refuses_a_second_run_with_the_same_run_id():
+    first = {"host": "ops1", "pid": 10, "start": 5, "user": "ops", "token": "aaaa1111"}
+    second = dict(first, pid=11, start=6, token="bbbb2222")
+    lock, _ = kl.parse(json.dumps(kl.new_lock("20260101T000000Z-default", first, now=1000, minutes=10)))
+    assert kl.holds(lock, "20260101T000000Z-default", first)
+    assert not kl.holds(lock, "20260101T000000Z-default", second)
+    assert not kl.holds(lock, "20260101T000000Z-default", dict(first, token=""))  # no token: never the holder
+    assert not kl.holds(lock, "other", first)
+    held = kl.judge(lock, None, dict(second, host="ops1"), "20260101T000000Z-default", 1001, True)
+    assert held["state"] == kl.HELD and "the same run id as this run" in held["message"]
+    assert "since 1970-01-01T00:16:40Z" in held["message"]  # the start, in UTC
+    # a lock written without a token (an older kiln) is nobody's: its owner process decides
+    legacy, _ = kl.parse(json.dumps(kl.new_lock("x", {"host": "ops1", "pid": 10, "start": 5}, now=1000, minutes=10)))
+    assert kl.judge(legacy, None, dict(first, host="ops1"), "x", 1001, True)["state"] == kl.HELD
+    assert kl.judge(legacy, None, dict(first, host="ops1"), "x", 1001, False)["state"] == kl.STALE
+    assert kl.same_holder(legacy, dict(legacy)) and not kl.same_holder(lock, legacy)
 
 
 @pytest.mark.parametrize("text", ["", "{", "[]", '{"run_id": 5}', "x" * (2 << 20), '[' * 100000, b"\xff\xfe"])

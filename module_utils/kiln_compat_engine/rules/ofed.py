@@ -96,7 +96,7 @@ def r_ofed(ck: Checker) -> None:
 def _mlnx_eol(ck: Checker) -> None:
     mlnx = ck.d["ofed"]["kinds"]["mlnx"]
     end = _support_end(mlnx["support_until"])
-    today = ck.today or datetime.date.today()
+    today = ck.today or datetime.datetime.now(datetime.timezone.utc).date()  # UTC, as every kiln time
     conf = mlnx.get("support_until_confidence") or mlnx["confidence"]
     target = _doca_target(ck, ck.os[0] if ck.os else None, [h for h, _ in _hcas(ck)])
     fix_stack = {"ofed": {"kind": "doca", "version": target}} if target else None
