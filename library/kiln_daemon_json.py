@@ -73,6 +73,8 @@ _MODE = re.compile(r"^0[0-7]{3,4}$")
 def _write(module: AnsibleModule, target: Any, text: str, host: str) -> None:
     """Candidate beside the target (same owner, group, mode), validated, then renamed over it."""
     directory = os.path.dirname(target.real)
+    if not os.path.isdir(directory):
+        module.fail_json(msg=f"{target.path} on {host}: its directory {directory} does not exist; create it first.")
     old = os.stat(target.real) if target.exists else None
     fd, tmp = tempfile.mkstemp(prefix=".kiln-daemon-", suffix=".json", dir=directory)
     try:

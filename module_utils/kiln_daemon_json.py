@@ -111,7 +111,8 @@ def resolve(path: str, host: str = "this host") -> Target:
     A symlink (a chain of them, or a linked directory above the file) is followed to its target, which
     must be an existing regular file: a dangling link (an unmounted file system, a typo) or a loop is
     refused rather than written through, and so is a target that is a directory or a device. A path
-    that does not exist (and is no link) is created later, in its directory.
+    that does not exist (and is no link) is created when written (check mode: would be, even before
+    its directory exists).
     """
     if not os.path.isabs(path):
         raise DaemonJsonError(f"daemon.json path {path!r} on {host} is not absolute.")
@@ -125,8 +126,6 @@ def resolve(path: str, host: str = "this host") -> Target:
                 f"{path} on {host} is a symlink to {os.readlink(path)}, which does not exist; kiln follows the link "
                 f"but never creates its target nor replaces the link. Mount or create {real}, or replace the link "
                 f"with a file, then re-run.") from None
-        if not os.path.isdir(os.path.dirname(real)):
-            raise DaemonJsonError(f"{path} on {host}: its directory {os.path.dirname(real)} does not exist.") from None
         return Target(path=path, real=real, exists=False, via_link=real != path)
     except OSError as exc:  # ELOOP (a link loop), EACCES, ENOTDIR
         raise DaemonJsonError(f"{path} on {host} cannot be resolved ({exc.strerror}): fix the link, then re-run.") from None
