@@ -30,6 +30,7 @@ CASES: dict[str, tuple[str, dict]] = {
     "enroot_bad_version": ("enroot", {**GOOD_ENROOT, "kiln_stack": {"enroot": "latest"}}),
     "enroot_bad_url": ("enroot", {**GOOD_ENROOT, "enroot_artifacts_url": "ftp://mirror/enroot"}),
     "enroot_bad_env": ("enroot", {**GOOD_ENROOT, "enroot_nccl_environment": {"NCCL IB": "x; rm -rf /"}}),
+    "enroot_bad_base": ("enroot", {**GOOD_ENROOT, "enroot_runtime_base": "/run/enroot $(id)", "enroot_local_base": "var/lib"}),
     "pyxis_no_sha": ("pyxis", {"kiln_stack": {"pyxis": "0.20.0"}}),
     "pyxis_bad_options": ("pyxis", {**GOOD_PYXIS, "pyxis_options": {"runtime_path": "run/pyxis", "container_scope": "node",
                                                                     "sbatch_support": "yes", "bogus": 1}}),
@@ -94,6 +95,7 @@ def test_missing_checksums_are_refused_naming_the_variable_and_each_file(run):
     ("enroot_bad_version", ["enroot_version is 'latest'", "kiln_stack.enroot"]),
     ("enroot_bad_url", ["enroot_artifacts_url is 'ftp://mirror/enroot'", "ending in /"]),
     ("enroot_bad_env", ["enroot_nccl_environment", "NCCL IB"]),
+    ("enroot_bad_base", ["enroot_runtime_base / enroot_local_base must be absolute paths", "/run/enroot $(id), var/lib"]),
     ("pyxis_no_sha", ["pyxis_source_sha256 is ''", "64 hex digits", "kiln builds no unverified source"]),
     ("pyxis_no_slurm", ["slurm-client is not installed", "playbooks/slurm.yml"]),
 ])

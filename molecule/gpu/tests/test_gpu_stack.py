@@ -141,10 +141,14 @@ def test_docker_lists_the_nvidia_runtime_and_keeps_the_operators_key(host):
     info = json.loads(host.check_output("docker info --format '{{json .}}'"))
     assert "nvidia" in info["Runtimes"]
     assert info["Driver"] == "vfs" and info["CgroupDriver"] == "cgroupfs"
-    daemon = json.loads(host.file("/etc/docker/daemon.json").content_string)
+    link = host.file("/etc/docker/daemon.json")
+    # side_effect moved the file behind a link: kiln (and nvidia-ctk) wrote through it, the link stayed
+    assert link.is_symlink and link.linked_to == "/etc/docker/site/daemon.json"
+    daemon = json.loads(host.file("/etc/docker/site/daemon.json").content_string)
     assert daemon["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
     assert daemon["max-concurrent-downloads"] == 5, "the operator's own key survived kiln's re-runs"
-    assert daemon["log-opts"] == {"max-size": "100m", "max-file": "3"} and daemon["live-restore"] is True
+    # the operator's max-size kept over kiln's default (100m); kiln's other defaults as written on the first run
+    assert daemon["log-opts"] == {"max-size": "20m", "max-file": "3"} and daemon["live-restore"] is True
     assert daemon["default-ulimits"]["memlock"] == {"Name": "memlock", "Soft": 4194304, "Hard": 4194304}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -133,19 +134,70 @@ def test_enroot_installed_at_the_stack_version_and_held(host):
     assert not host.exists("enroot"), "Enroot belongs on compute nodes only"
 
 
+ENROOT_USER_DIR = "/usr/local/libexec/kiln/enroot-user-dir"
+ENROOT_REFUSED = "/dev/null/kiln-refused-see-the-message-above"
+
+
 def test_enroot_conf_has_per_user_local_paths(host):
     for name in COMPUTE:
         compute = node(name)
         conf = {line.split(None, 1)[0]: line.split(None, 1)[1].strip()
                 for line in compute.file("/etc/enroot/enroot.conf").content_string.splitlines()
                 if line.strip() and not line.startswith("#")}
-        assert conf["ENROOT_RUNTIME_PATH"] == "/run/enroot/user-$(id -u)"
-        assert conf["ENROOT_CACHE_PATH"] == "/var/lib/enroot/cache/user-$(id -u)"
-        assert conf["ENROOT_DATA_PATH"] == "/var/lib/enroot/data/user-$(id -u)"
+        assert conf["ENROOT_RUNTIME_PATH"] == f"$({ENROOT_USER_DIR} /run/enroot || echo {ENROOT_REFUSED})"
+        assert conf["ENROOT_CACHE_PATH"] == f"$({ENROOT_USER_DIR} /var/lib/enroot/cache || echo {ENROOT_REFUSED})"
+        assert conf["ENROOT_DATA_PATH"] == f"$({ENROOT_USER_DIR} /var/lib/enroot/data || echo {ENROOT_REFUSED})"
         assert conf["ENROOT_RESTRICT_DEV"] == "yes" and conf["ENROOT_MOUNT_HOME"] == "no"
+        helper = compute.file(ENROOT_USER_DIR)
+        assert helper.mode == 0o755 and helper.user == "root"
         for base in ("/run/enroot", "/var/lib/enroot/cache", "/var/lib/enroot/data"):
-            assert compute.file(base).mode == 0o1777, base
+            assert compute.file(base).mode == 0o1777 and compute.file(base).user == "root", base
         assert "d /run/enroot 1777 root root -" in compute.file("/etc/tmpfiles.d/kiln-enroot.conf").content_string
+
+
+# What enroot does with enroot.conf before any command: every ENROOT_ value evaluated by the
+# calling user's bash, then the per-user paths made with `mkdir -p` under umask 077. (The test
+# bed's enroot is a stand-in that reads no configuration, so the verify evaluates it the same way.)
+ENROOT_READS_ITS_CONFIG = r"""
+set -euo pipefail
+while IFS=$' \t=' read -r key value; do
+    if [[ "${key}" =~ ^ENROOT_[[:upper:]_]+$ ]]; then export "${key}=$(eval echo "${value}")"; fi
+done < /etc/enroot/enroot.conf
+(umask 077 && mkdir -p "${ENROOT_CACHE_PATH}" "${ENROOT_DATA_PATH}" "${ENROOT_RUNTIME_PATH}")
+printf '%s\n' "${ENROOT_DATA_PATH}"
+"""
+
+
+def test_enroot_per_user_directories_cannot_be_squatted(host):
+    """Issue 31: user B pre-creates user A's data directory; A's enroot refuses it and A gets their own.
+
+    Two real unprivileged users (uids 60101 and 60102 through setpriv; no accounts needed) on a compute node.
+    """
+    compute = node("kiln-slurm-c1")
+    a, b = 60101, 60102
+    data = "/var/lib/enroot/data"
+    mine = [f"/run/enroot/user-{a}", f"/var/lib/enroot/cache/user-{a}", f"{data}/user-{a}"]
+
+    def as_user(uid, command):
+        return compute.run(f"setpriv --reuid={uid} --regid={uid} --clear-groups -- {command}")
+
+    compute.check_output("rm -rf " + " ".join(mine + [f"{data}/stolen"]))
+    try:
+        assert as_user(b, f"mkdir -m 0777 {data}/user-{a}").rc == 0  # B prepares A's directory
+        enroot = f"bash -c {shlex.quote(ENROOT_READS_ITS_CONFIG)}"
+        refused = as_user(a, enroot)
+        assert refused.rc != 0, refused.stdout
+        assert f"{data}/user-{a} is owned by uid {b}, not by you (uid {a})" in refused.stderr, refused.stderr
+        compute.check_output(f"rm -rf {data}/user-{a}")  # what the message tells the administrator to do
+        own = as_user(a, enroot)
+        assert own.rc == 0 and own.stdout.strip() == f"{data}/user-{a}", own.stderr
+        for path in mine:
+            made = compute.file(path)
+            assert made.is_directory and made.uid == a and made.mode == 0o700, path
+        assert as_user(b, f"mv {data}/user-{a} {data}/stolen").rc != 0  # sticky base: B cannot swap it
+        assert as_user(a, enroot).rc == 0
+    finally:
+        compute.run("rm -rf " + " ".join(mine + [f"{data}/stolen"]))
 
 
 def test_enroot_pmix_hook_and_nccl_environment(host):
