@@ -72,18 +72,6 @@ options:
     description: Where the unattended-upgrades exclusion is written; empty for none (dnf-automatic honours versionlock).
     type: str
     default: ''
-  kernel:
-    description:
-      - C(state=held)/C(state=unheld) only, the running kernel's release (C(ansible_facts['kernel'])): hold (or release)
-        with O(packages) the running kernel's own packages and the meta-packages of every installed kernel flavour,
-        found in the package database, not from a list -- the installed packages that depend, transitively, on a
-        kernel image's package (C(linux-image-rt-amd64), C(linux-nvidia), C(linux-aws), C(linux-generic-hwe-24.04),
-        C(kernel-rt), ...). They are returned in C(kernel_packages); none found (a container) holds nothing more.
-    type: str
-  boot_dir:
-    description: Where the kernel images C(vmlinuz-<release>) are looked for with O(kernel) (tests point it elsewhere).
-    type: path
-    default: /boot
   installed_only:
     description:
       - C(state=held)/C(state=unheld) only, hold or release the installed names of O(packages) and list the
@@ -142,7 +130,6 @@ cache_refreshed: {description: Whether the apt cache was refreshed., returned: a
 commands: {description: The package commands run (argv lists)., returned: always, type: list}
 packages: {description: "C(state=read), name -> installed versions.", returned: when state is read, type: dict}
 not_installed: {description: "O(installed_only), the names of O(packages) not installed (left alone).", returned: when installed_only, type: list}
-kernel_packages: {description: "O(kernel), the running kernel's packages and every installed flavour's meta-packages found.", returned: when kernel is given, type: list}
 held: {description: "C(state=read), names on hold.", returned: when state is read, type: list}
 pins: {description: "C(state=read), owner -> the pinned package strings recorded under O(pins_dir).", returned: when state is read, type: dict}
 pins_dir: {description: "C(state=read), the directory the pins were read from (null without O(pins_dir)).", returned: when state is read, type: str}
@@ -158,14 +145,10 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kiln_pkgdb import (
     BARE_NAME,
-    DPKG_RELATIONS_FORMAT,
     OWNER,
-    RPM_OWNER_FORMAT,
-    RPM_RELATIONS_FORMAT,
     VERSIONLOCK_MARKER,
     PkgError,
     format_change,
-    kernel_hold_names,
     kiln_pkg_plan,
     kiln_pkg_split,
     kiln_pkgdb_parse,
@@ -481,35 +464,6 @@ def _installed(db: dict[str, Any], names: list[str]) -> dict[str, str]:
     return {name: db["packages"][name][0] for name in names if db["packages"].get(name)}
 
 
-def kernel_packages(host: Host, running: str, boot_dir: str) -> list[str]:
-    """The running kernel's packages and every installed flavour's meta-packages (kernel_hold_names)."""
-    try:
-        images = sorted(n for n in os.listdir(boot_dir) if n.startswith("vmlinuz-") and len(n) > len("vmlinuz-"))
-    except OSError:
-        images = []
-    releases = [n[len("vmlinuz-"):] for n in images]
-    paths = [os.path.join(boot_dir, n) for n in images]
-    owners = ""
-    if host.pkg_mgr == "apt":
-        if paths:
-            _, owners, _ = host.run(["dpkg-query", "-S"] + paths, record=False)  # rc 1: some image is no package's
-        rc, relations, err = host.run(["dpkg-query", "-W", "-f", DPKG_RELATIONS_FORMAT], record=False)
-    else:
-        for release in sorted(set(releases) | {running}):
-            for path in (os.path.join(boot_dir, f"vmlinuz-{release}"), f"/lib/modules/{release}/vmlinuz"):
-                if os.path.exists(path):
-                    _, out, _ = host.run(["rpm", "-qf", "--qf", RPM_OWNER_FORMAT, path], record=False)
-                    owners += "".join(f"{path}\t{line}\n" for line in out.splitlines() if line.count("\t") == 1)
-        rc, relations, err = host.run(["rpm", "-qa", "--qf", RPM_RELATIONS_FORMAT], record=False)
-    if rc != 0:
-        host.fail(f"reading the packages' relations for the kernel hold failed (rc {rc}): {err.strip()}")
-    try:
-        return kernel_hold_names(running, host.pkg_mgr, relations, owners, releases)
-    except PkgError as exc:
-        host.fail(str(exc))
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
 def holds(module: AnsibleModule, host: Host, params: dict[str, Any], result: dict[str, Any]) -> None:
     names = params["packages"]
     bad = [n for n in names if not BARE_NAME.match(n)]
@@ -522,10 +476,6 @@ def holds(module: AnsibleModule, host: Host, params: dict[str, Any], result: dic
     if params["installed_only"]:
         result["not_installed"] = missing
         names, missing = [n for n in names if n in db["packages"]], []
-    if params["kernel"]:
-        found = [n for n in kernel_packages(host, params["kernel"], params["boot_dir"]) if n in db["packages"]]
-        result["kernel_packages"] = found
-        names = list(dict.fromkeys(names + found))
     if missing:
         host.fail(f"cannot {'hold' if hold else 'unhold'} packages that are not installed: {', '.join(missing)} "
                   f"(owner {params['owner']}). Install them first, or remove them from the hold list.")
@@ -602,8 +552,6 @@ def main() -> None:
             "unattended_conf_dir": {"type": "str", "default": ""},
             "pins_dir": {"type": "path", "default": ""},
             "installed_only": {"type": "bool", "default": False},
-            "kernel": {"type": "str"},
-            "boot_dir": {"type": "path", "default": "/boot"},
             "policy_rc_d_path": {"type": "path", "default": "/usr/sbin/policy-rc.d"},
             "apt_cache_valid_time": {"type": "int", "default": 3600},
             "apt_stamp": {"type": "path", "default": "/var/lib/apt/periodic/update-success-stamp"},
@@ -615,8 +563,6 @@ def main() -> None:
     for option, state in (("groups", "pinned"), ("absent", "pinned"), ("optional", "present")):
         if params[option] and params["state"] != state:
             module.fail_json(msg=f"{option} is for state={state} only, not state={params['state']}: nothing changed")
-    if params["kernel"] and params["state"] not in ("held", "unheld"):
-        module.fail_json(msg=f"kernel is for state=held or state=unheld only, not state={params['state']}: nothing changed")
     if params["groups"] and (params["packages"] or params["absent"]):
         module.fail_json(msg="give either groups (several owners) or packages/absent (one owner), not both")
     if params["packages"] is None and not params["groups"] and params["state"] != "read":

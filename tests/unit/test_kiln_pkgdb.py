@@ -873,7 +873,8 @@ def _module_play(tmp_path: Path, fake_host: dict[str, Path], tasks: str, play: s
 @needs_playbook
 def test_kernel_hold_finds_every_flavours_meta_packages_in_the_database(tmp_path: Path,
                                                                          fake_host: dict[str, Path]) -> None:
-    """Issue 31 #11a: a Debian rt kernel -- linux-image-rt-amd64 is held, found from the database, not a list."""
+    """Issue 31 #11a: a Debian rt kernel -- linux-image-rt-amd64 is held, found from the database, not a list
+    (kiln_kernel_packages, then the packages role's hold, as roles/nvidia_driver does)."""
     running, releases, relations, owners = dpkg_read("debian12-rt.status")
     state = fake_host["state"]
     (state / "dpkg.txt").write_text(dpkg_database("debian12-rt.status"))
@@ -882,21 +883,22 @@ def test_kernel_hold_finds_every_flavours_meta_packages_in_the_database(tmp_path
     (state / "boot").mkdir()
     for release in releases:
         (state / "boot" / f"vmlinuz-{release}").write_text("")
-    (state / "boot" / "vmlinuz").write_text("")  # the symlink some distributions keep: not an image of its own
+    (state / "boot" / "vmlinuz").write_text("")  # the link some distributions keep: not an image of its own
     out, calls, rc = _module_play(tmp_path, fake_host, (
+        "    - name: Find the kernel's packages\n      kiln_kernel_packages:\n"
+        f"        kernel: {running}\n        pkg_mgr: apt\n        boot_dir: {state / 'boot'}\n      register: __kernel\n"
         "    - name: Hold the kernel\n      ansible.builtin.include_role: {name: packages, tasks_from: hold}\n"
-        f"      vars: {{packages_hold: [], packages_hold_kernel: {running}, packages_owner: kernel,"
-        " packages_hold_installed_only: true, __packages_unattended_conf_dir: " + str(fake_host["conf"]) + "}\n"
-        "    - name: Show\n      ansible.builtin.debug:\n"
-        "        msg: \"KERNEL {{ packages_hold_result.kernel_packages | join(',') }}\"\n"),
-        play=f"  vars:\n    ansible_facts: {{pkg_mgr: apt}}\n  module_defaults:\n    kiln_packages: {{boot_dir: {state / 'boot'}}}\n")
+        "      vars: {packages_hold: \"{{ __kernel.names }}\", packages_owner: kernel, packages_hold_installed_only: true,"
+        " __packages_unattended_conf_dir: " + str(fake_host["conf"]) + "}\n"
+        "    - name: Show\n      ansible.builtin.debug:\n        msg: \"KERNEL {{ __kernel.names | join(',') }}\"\n"),
+        play="  vars:\n    ansible_facts: {pkg_mgr: apt}\n")
     assert rc == 0, out
     want = ["linux-headers-6.1.0-18-rt-amd64", "linux-headers-rt-amd64", "linux-image-6.1.0-18-rt-amd64",
             "linux-image-amd64", "linux-image-rt-amd64"]
     assert "KERNEL " + ",".join(want) in out
     images = " ".join(str(state / "boot" / f"vmlinuz-{r}") for r in sorted(releases))
-    assert calls == [READ, f"dpkg-query -S {images}", r"dpkg-query -W -f ${Package}\t${db:Status-Abbrev}\t${Pre-Depends}\t${Depends}\n",
-                     "apt-mark hold " + " ".join(want)], out
+    assert calls == [f"dpkg-query -S {images}", r"dpkg-query -W -f ${Package}\t${db:Status-Abbrev}\t${Pre-Depends}\t${Depends}\n",
+                     READ, "apt-mark hold " + " ".join(want)], out
     conf = (fake_host["conf"] / "51kiln-hold-kernel").read_text()
     assert '"^linux\\-image\\-rt\\-amd64$";' in conf and '"^linux\\-image\\-amd64$";' in conf
     db = kiln_pkgdb_parse((state / "dpkg.txt").read_text(), "apt")
@@ -904,17 +906,13 @@ def test_kernel_hold_finds_every_flavours_meta_packages_in_the_database(tmp_path
 
 
 @needs_playbook
-def test_kernel_hold_in_a_container_holds_nothing(tmp_path: Path, fake_host: dict[str, Path]) -> None:
+def test_kernel_packages_in_a_container_are_none(tmp_path: Path, fake_host: dict[str, Path]) -> None:
     out, calls, rc = _module_play(tmp_path, fake_host, (
-        "    - name: Hold the kernel\n      kiln_packages:\n        pkg_mgr: apt\n        state: held\n"
-        "        owner: kernel\n        packages: []\n        kernel: 6.8.0-49-generic\n"
-        f"        boot_dir: {fake_host['state'] / 'no-boot'}\n      register: __res\n"
-        "    - name: Show\n      ansible.builtin.debug:\n        msg: \"NAMES {{ __res.names }} {{ __res.changed }}\"\n"
-        "    - name: Misuse\n      kiln_packages:\n        pkg_mgr: apt\n        state: read\n        kernel: x\n"
-        "      ignore_errors: true\n"))
+        "    - name: Find the kernel's packages\n      kiln_kernel_packages:\n        kernel: 6.8.0-49-generic\n"
+        f"        pkg_mgr: apt\n        boot_dir: {fake_host['state'] / 'no-boot'}\n      register: __kernel\n"
+        "    - name: Show\n      ansible.builtin.debug:\n        msg: \"NAMES {{ __kernel.names }} {{ __kernel.changed }}\"\n"))
     assert rc == 0 and "NAMES [] False" in out, out
-    assert "kernel is for state=held or state=unheld only, not state=read" in out
-    assert [c for c in calls if c.startswith("apt-mark")] == []
+    assert [c for c in calls if not c.startswith("dpkg-query -W")] == []  # one read, no -S without images
 
 
 @needs_playbook

@@ -1,4 +1,4 @@
-"""The kernel hold (module_utils/kiln_pkgdb.py kernel_hold_names): the running kernel's packages and the
+"""The kernel hold (module_utils/kiln_kernel_hold.py kernel_hold_names): the running kernel's packages and the
 meta-packages of every installed kernel flavour, found in the package database -- issue 31 #11a.
 
 The fixtures (tests/fixtures/kernel-hold/) are trimmed dpkg status files of hosts with different kernel
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import kiln_pkgdb as kp
+import kiln_kernel_hold as kp
 from kiln_kernel_cases import FIX, dpkg_read
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,15 +118,15 @@ def test_rpm_holds_every_flavour_by_name():
     (("6.1.0-28-amd64", "dnf", "kernel\t1\n"), "has 2 fields, not 4"),
 ])
 def test_refuses_what_it_cannot_read(args, match):
-    with pytest.raises(kp.PkgError, match=match):
+    with pytest.raises(kp.KernelHoldError, match=match):
         kp.kernel_hold_names(*args)
 
 
-def test_the_role_holds_through_the_module_not_a_list():
+def test_the_role_holds_what_the_module_finds_not_a_list():
     tasks = yaml.safe_load((REPO / "roles" / "nvidia_driver" / "tasks" / "install.yml").read_text())
+    find = next(t for t in tasks if "kiln_kernel_packages" in t)
+    assert find["kiln_kernel_packages"]["kernel"] == "{{ ansible_facts['kernel'] }}"
     hold = next(t for t in tasks if "Hold the kernel" in t["name"])
-    assert hold["vars"]["packages_hold_kernel"] == "{{ ansible_facts['kernel'] }}"
-    assert hold["vars"]["packages_hold"] == []
+    assert hold["vars"]["packages_hold"] == "{{ " + find["register"] + ".names }}"
     variables = yaml.safe_load((REPO / "roles" / "nvidia_driver" / "vars" / "main.yml").read_text())
     assert "__nvidia_driver_kernel_packages" not in variables
-    assert "kernel: \"{{ packages_hold_kernel" in (REPO / "roles" / "packages" / "tasks" / "hold.yml").read_text()
