@@ -405,6 +405,13 @@ def prometheus(drift: Mapping[str, Any], node: str | None = None, timestamp: flo
 
     With *node*, only that node's samples (its own textfile); without, every node's.
     """
+    if not isinstance(drift, Mapping) or not isinstance(drift.get("nodes") or {}, Mapping) \
+            or not all(isinstance(info, Mapping) for info in (drift.get("nodes") or {}).values()):
+        raise DriftError("kiln_drift_prom: expected a drift report (its nodes: node -> {status, fingerprint})")
+    rows = drift.get("rows") or []
+    if isinstance(rows, (str, Mapping)) or not isinstance(rows, Sequence) \
+            or not all(isinstance(r, Mapping) and "node" in r for r in rows):
+        raise DriftError("kiln_drift_prom: expected a drift report (its rows: [{node, kind, component, ...}])")
     lines = ["# HELP kiln_drift_node Drift gate per node: 0 clean, 1 drift, NaN no as-built record.",
              "# TYPE kiln_drift_node gauge"]
     for host, info in sorted((drift.get("nodes") or {}).items()):
