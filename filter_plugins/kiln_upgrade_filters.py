@@ -56,7 +56,10 @@ def _mapping(func: str, what: str, value: Any, values: tuple[type, ...] = ()) ->
 
 def kiln_stack_fingerprint(stack: Any) -> str:
     """12 hex of sha256 over the canonical JSON of a resolved stack."""
-    return _wrap(_core.stack_fingerprint)(stack)
+    try:
+        return _core.stack_fingerprint(stack)
+    except _core.UpgradeConfigError as exc:
+        raise AnsibleFilterError(f"kiln_stack_fingerprint: {exc}") from exc
 
 
 def kiln_upgrade_plan(nodes: Any, info: Any, sinfo_lines: Any = None, slurm_names: Any = None, batch: Any = 1) -> Any:

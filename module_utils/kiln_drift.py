@@ -175,7 +175,7 @@ def expected_owners(owners: Any, groups: Any, components: Any) -> list[str]:
     packages for (the keys of ``kiln_packages``). An owner is expected when the node is in one of
     its groups and the stack pins one of its components (an owner with no components: always).
     """
-    where = "expected pins"
+    where = "kiln_drift_expected_pins"
     if not isinstance(owners, Mapping):
         raise DriftError(f"{where}: kiln_drift_pin_owners must map an owner to {{groups, components}}, "
                          f"got {type(owners).__name__}")
@@ -336,11 +336,11 @@ def report(records: Mapping[str, Any], intended: Mapping[str, Any] | None = None
     Status: ``drift`` when any row, else ``incomplete`` when a node gave no record, else ``clean``.
     """
     if not isinstance(records, Mapping) or not records:
-        raise DriftError("drift: no nodes to compare (the targets group is empty, or every node failed "
+        raise DriftError("kiln drift gate: no nodes to compare (the targets group is empty, or every node failed "
                          "before its record was read)")
     for name, value in (("intended", intended), ("partitions", partitions), ("expected", expected)):
         if value is not None and not isinstance(value, Mapping):
-            raise DriftError(f"drift: {name} must map a host to its value, got {type(value).__name__}")
+            raise DriftError(f"kiln drift gate: {name} must map a host to its value, got {type(value).__name__}")
     intended = dict(intended or {})
     partitions = dict(partitions or {})
     expected = dict(expected or {})

@@ -1,5 +1,5 @@
 """Every registered filter, given wrong-typed input at any positional argument, raises AnsibleFilterError with a
-one-line message (or returns normally) -- never a raw TypeError, AttributeError, KeyError... (issue 31 #11b).
+one-line message naming the filter or the kiln input (or returns normally) -- never a raw TypeError, AttributeError, KeyError... (issue 31 #11b).
 
 The filters are enumerated from every FilterModule in filter_plugins/*.py (test_filter_registry's mechanism), so a
 new filter is covered without being listed here.
@@ -62,6 +62,8 @@ def test_wrong_typed_input_raises_one_line_filter_errors_only(name: str, func: A
             text = str(exc.message if hasattr(exc, "message") else exc).strip()
             if not text or "\n" in text or len(text) > 2000:
                 raw.setdefault("not one line", []).append(f"{args!r:.120} -> {text[:200]!r}")
+            elif "kiln" not in text.lower():  # "kiln_<filter>: ..." or "kiln: kiln_stack.<key> ...": where it comes from
+                raw.setdefault("names neither the filter nor a kiln input", []).append(f"{args!r:.120} -> {text[:200]!r}")
         except Exception as exc:  # noqa: BLE001 - what the test looks for
             raw.setdefault(type(exc).__name__, []).append(f"{args!r:.120} -> {exc!s:.160}")
     assert not raw, f"{name}: " + "; ".join(f"{kind} x{len(v)}, e.g. {v[0]}" for kind, v in raw.items())

@@ -442,5 +442,5 @@ def test_drift_filters_pass_the_expectations_and_refuse_bad_input_in_one_line():
         with pytest.raises(kf.AnsibleFilterError, match=match) as err:
             kf.kiln_drift_report(*args)
         assert "\n" not in str(err.value)
-    with pytest.raises(kf.AnsibleFilterError, match="expected pins: kiln_drift_pin_owners must map"):
+    with pytest.raises(kf.AnsibleFilterError, match="kiln_drift_expected_pins: kiln_drift_pin_owners must map"):
         kf.kiln_drift_expected_pins(None, [])
