@@ -741,8 +741,7 @@ def _run_groups(tmp_path: Path, fake_host: dict[str, Path], *plays: str, extra: 
                        "-e", f"__packages_unattended_conf_dir={fake_host['conf']}",
                        "-e", f"packages_pins_dir={fake_host['state'] / 'pins'}", tmp_path=tmp_path)
     calls_log = fake_host["state"] / "calls.log"
-    # the result format folds long messages: one space between words
-    return " ".join((res.stdout + res.stderr).split()), calls_log.read_text().splitlines() if calls_log.exists() else [], res.returncode
+    return res.stdout + res.stderr, calls_log.read_text().splitlines() if calls_log.exists() else [], res.returncode
 
 
 @needs_playbook
