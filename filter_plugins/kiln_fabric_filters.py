@@ -63,7 +63,10 @@ def _expected(nodes_fabric: Any) -> dict[str, dict[str, Any]]:
     if not isinstance(nodes_fabric, Mapping):
         raise AnsibleFilterError("kiln burn-in fabric: nodes must map each host to {facts, expect, history}")
     out = {}
-    for node, fab in sorted(nodes_fabric.items()):
+    for node, fab in sorted(nodes_fabric.items(), key=lambda item: str(item[0])):
+        if fab is not None and not isinstance(fab, Mapping):
+            raise AnsibleFilterError(f"kiln burn-in fabric: the fabric data of node {node} must be a mapping "
+                                     f"{{facts, expect, history}}, got {type(fab).__name__}")
         fab = fab if isinstance(fab, Mapping) else {}
         history = fab.get("history") if isinstance(fab.get("history"), Mapping) else {}
         try:
@@ -101,8 +104,8 @@ def kiln_rdma_judge(plan: Any, outputs: Any, fabric_path: Any = None) -> dict[st
     *outputs*: one ``{entry, stdout, stderr, rc}`` per client run (any order; matched to the plan by
     client, client HCA, server and TCP port). A plan entry without an output is INCOMPLETE.
     """
-    if not isinstance(plan, list):
-        raise AnsibleFilterError("kiln_rdma_judge: the plan must be a list (kiln_rdma_pair_plan)")
+    if not isinstance(plan, list) or not all(isinstance(entry, Mapping) for entry in plan):
+        raise AnsibleFilterError("kiln_rdma_judge: the plan must be a list of pair entries (kiln_rdma_pair_plan)")
     by_key = {}
     for out in outputs if isinstance(outputs, list) else []:
         entry = out.get("entry") if isinstance(out, Mapping) else None
@@ -131,15 +134,21 @@ def kiln_rdma_argv(entry: Any, tool: Any, args: Any, timeout: Any, hostvars: Any
     is a separate argument, bounded by timeout(1); nothing reaches a shell."""
     if not isinstance(entry, Mapping) or not isinstance(args, list):
         raise AnsibleFilterError("kiln_rdma_argv: needs a plan entry and a list of ib_write_bw options")
+    try:
+        seconds = int(timeout)
+    except (TypeError, ValueError, OverflowError):
+        raise AnsibleFilterError(f"kiln_rdma_argv: timeout must be a number of seconds, got {type(timeout).__name__}") from None
     client = hostvars is not None
     hca = entry.get("client_hca" if client else "server_hca")
     port = entry.get("ib_port" if client else "server_ib_port")
-    argv = ["timeout", str(int(timeout)), str(tool), "-d", str(hca), "-i", str(port), "-p", str(entry.get("tcp_port"))]
+    argv = ["timeout", str(seconds), str(tool), "-d", str(hca), "-i", str(port), "-p", str(entry.get("tcp_port"))]
     argv += [str(a) for a in args]
     if client:
         server = str(entry.get("server"))
-        facts = ((hostvars.get(server) or {}).get("ansible_facts") or {}) if isinstance(hostvars, Mapping) else {}
-        argv.append(str((facts.get("default_ipv4") or {}).get("address") or server))
+        host = hostvars.get(server) if isinstance(hostvars, Mapping) else None
+        facts = host.get("ansible_facts") if isinstance(host, Mapping) else None
+        ipv4 = facts.get("default_ipv4") if isinstance(facts, Mapping) else None
+        argv.append(str((ipv4.get("address") if isinstance(ipv4, Mapping) else None) or server))
     return argv
 
 

@@ -61,13 +61,23 @@ def kiln_kernel_key(kernel: str) -> tuple[int, ...]:
 
 def kiln_kernels_to_check(running: str, installed: Sequence[str]) -> list[str]:
     """The running kernel plus every installed kernel newer than it (what may boot next)."""
+    if not isinstance(running, str) or not running:
+        raise AnsibleFilterError(f"kiln_kernels_to_check: the running kernel must be a release string, "
+                                 f"got {type(running).__name__}")
+    if isinstance(installed, (str, Mapping)) or not isinstance(installed, Sequence) \
+            or not all(isinstance(k, str) for k in installed):
+        raise AnsibleFilterError(f"kiln_kernels_to_check: the installed kernels must be a list of release strings, "
+                                 f"got {type(installed).__name__}")
     newer = [k for k in installed if k != running and kiln_kernel_key(k) > kiln_kernel_key(running)]
     return [running] + sorted(set(newer), key=kiln_kernel_key)
 
 
 def kiln_format_change(change: Mapping[str, Any]) -> str:
     """One line for a planned change: ``name from -> to`` or ``name (new) -> to``."""
-    return str(_core.format_change(change))
+    try:
+        return str(_core.format_change(change))
+    except _core.PkgError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 class FilterModule:

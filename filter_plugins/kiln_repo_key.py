@@ -88,7 +88,7 @@ def kiln_repo_key_verdict(colons: Any, pin: Any, repo: str = "", url: str = "", 
     found = [key["fingerprint"] or f"(keyid {key['keyid']}, no fingerprint)" for key in keys]
     try:
         code = int(rc)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # not a return code (inf, a list): gpg did not say it read the file
         code = -1
     subkey_match = any(wanted in key["subkeys"] for key in keys)
 

@@ -47,7 +47,7 @@ def kiln_slurm_gpu_files(count: Any, prefix: str = "/dev/nvidia") -> str:
     """Device files of ``count`` GPUs in Slurm's range syntax: 2 -> ``/dev/nvidia[0-1]``."""
     try:
         n = int(count)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise AnsibleFilterError(f"kiln_slurm_gpu_files: count must be an integer, got {count!r}") from exc
     if n < 1:
         raise AnsibleFilterError(f"kiln_slurm_gpu_files: count must be >= 1, got {n}")
@@ -103,11 +103,20 @@ def kiln_slurm_node_descriptions(hostvars: Mapping[str, Any], hosts: Iterable[st
     are left out; the caller merges the result over the descriptions it stored
     earlier. A host's ``slurm_gres_type`` variable overrides the derived type.
     """
-    if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Iterable):
+    if isinstance(hosts, (str, bytes, Mapping)) or not isinstance(hosts, Iterable) \
+            or not all(isinstance(host, str) for host in hosts):
         raise AnsibleFilterError(f"kiln_slurm_node_descriptions: hosts must be a list of host names, got {hosts!r}")
+    if not isinstance(hostvars, Mapping):
+        raise AnsibleFilterError(f"kiln_slurm_node_descriptions: the input must be hostvars (a mapping), "
+                                 f"got {type(hostvars).__name__}")
+    if not isinstance(gres_type_var, str):
+        raise AnsibleFilterError(f"kiln_slurm_node_descriptions: gres_type_var must be a variable name, "
+                                 f"got {type(gres_type_var).__name__}")
     out: dict[str, dict[str, Any]] = {}
     for host in hosts:
-        hv = hostvars[host]
+        hv = hostvars.get(host)
+        if not isinstance(hv, Mapping):  # not a host of the inventory: no facts
+            continue
         facts = hv.get("ansible_facts") if "ansible_facts" in hv else None
         if not isinstance(facts, Mapping) or any(facts.get(k) in (None, "") for k in _FACT_KEYS):
             continue

@@ -8,6 +8,7 @@ Documentation for each filter is in the adjacent ``<filter_name>.yml`` sidecar f
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +38,40 @@ def _wrap(func: Any) -> Any:
     return call
 
 
+def _names(func: str, what: str, value: Any) -> list[str]:
+    """*value* as a list of node names, or one AnsibleFilterError naming the filter and the input."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) for name in value):
+        raise AnsibleFilterError(f"{func}: {what} must be a list of node names, got {type(value).__name__}")
+    return list(value)
+
+
+def _mapping(func: str, what: str, value: Any, values: tuple[type, ...] = ()) -> dict[Any, Any]:
+    """*value* (none: empty) as a dict, its values of *values* types (or none) when given."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or (values and not all(v is None or isinstance(v, values) for v in value.values())):
+        raise AnsibleFilterError(f"{func}: {what} must be a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
 def kiln_stack_fingerprint(stack: Any) -> str:
     """12 hex of sha256 over the canonical JSON of a resolved stack."""
-    return _wrap(_core.stack_fingerprint)(stack)
+    try:
+        return _core.stack_fingerprint(stack)
+    except _core.UpgradeConfigError as exc:
+        raise AnsibleFilterError(f"kiln_stack_fingerprint: {exc}") from exc
 
 
 def kiln_upgrade_plan(nodes: Any, info: Any, sinfo_lines: Any = None, slurm_names: Any = None, batch: Any = 1) -> Any:
     """The rollout (done, todo, held, unreachable, batches) from stack records and sinfo lines (None: no Slurm)."""
+    name = "kiln_upgrade_plan"
+    nodes = _names(name, "the input (the nodes)", nodes)
+    info = _mapping(name, "info (node -> {reachable, intended, applied})", info, (Mapping,))
+    if sinfo_lines is not None and not isinstance(sinfo_lines, (list, tuple)):
+        raise AnsibleFilterError(f"{name}: the sinfo lines must be a list, got {type(sinfo_lines).__name__}")
+    slurm_names = _mapping(name, "slurm_names (node -> Slurm name)", slurm_names, (str,))
     sinfo = None if sinfo_lines is None else parse_sinfo(sinfo_lines)
-    return _wrap(_core.plan)(list(nodes), dict(info or {}), sinfo, dict(slurm_names or {}), batch)
+    return _wrap(_core.plan)(nodes, info, sinfo, slurm_names, batch)
 
 
 def kiln_upgrade_record(text: Any) -> Any:
@@ -60,7 +86,7 @@ def kiln_upgrade_node_info(hostvars_of_node: Any) -> Any:
 
 def kiln_upgrade_verdicts(batch: Any, summary: Any) -> Any:
     """Each node of a batch from its burn-in summary; missing or unreadable -> INCOMPLETE."""
-    return _core.batch_verdicts(list(batch), summary)
+    return _core.batch_verdicts(_names("kiln_upgrade_verdicts", "the input (the batch)", batch), summary)
 
 
 def kiln_upgrade_reason(fingerprint: Any, run_id: Any) -> str:
@@ -70,6 +96,14 @@ def kiln_upgrade_reason(fingerprint: Any, run_id: Any) -> str:
 
 def kiln_upgrade_summary(plan: Any, hostvars: Any, run_id: Any = "") -> Any:
     """The rollout's report from the plan and each node's kiln_upgrade_status fact (hostvars)."""
+    name = "kiln_upgrade_summary"
+    if not isinstance(plan, Mapping):
+        raise AnsibleFilterError(f"{name}: the input must be a kiln_upgrade_plan result, got {type(plan).__name__}")
+    for key in ("done", "todo", "held", "unreachable", "order"):
+        _names(name, f"the plan's {key}", plan.get(key) or [])
+    _mapping(name, "the plan's why", plan.get("why"))
+    if not isinstance(hostvars, Mapping):
+        raise AnsibleFilterError(f"{name}: hostvars must be a mapping, got {type(hostvars).__name__}")
     statuses = {}
     for node in list(plan.get("todo") or []):
         try:

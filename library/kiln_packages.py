@@ -132,6 +132,8 @@ packages: {description: "C(state=read), name -> installed versions.", returned: 
 not_installed: {description: "O(installed_only), the names of O(packages) not installed (left alone).", returned: when installed_only, type: list}
 held: {description: "C(state=read), names on hold.", returned: when state is read, type: list}
 pins: {description: "C(state=read), owner -> the pinned package strings recorded under O(pins_dir).", returned: when state is read, type: dict}
+pins_dir: {description: "C(state=read), the directory the pins were read from (null without O(pins_dir)).", returned: when state is read, type: str}
+pins_dir_present: {description: "C(state=read), whether O(pins_dir) exists (no pins recorded there is drift, not clean).", returned: when state is read, type: bool}
 """
 
 import os
@@ -371,8 +373,11 @@ def read_state(module: AnsibleModule, host: Host, params: dict[str, Any], result
         pins = read_pins(params["pins_dir"])
     except PkgError as exc:
         host.fail(str(exc))
+    present = bool(params["pins_dir"]) and os.path.isdir(params["pins_dir"])
     result.update(packages=db["packages"], held=sorted(db["held"]), pins=pins, pkg_mgr=host.pkg_mgr,
-                  msg=f"{len(db['packages'])} packages installed, {len(pins)} owners' pins recorded")
+                  pins_dir=params["pins_dir"] or None, pins_dir_present=present,
+                  msg=f"{len(db['packages'])} packages installed, {len(pins)} owners' pins recorded"
+                      + ("" if present else f" ({params['pins_dir'] or 'no pins_dir'} is missing)"))
 
 
 def _group_msg(owner: str, changes: list[dict[str, Any]], removes: list[str]) -> str:

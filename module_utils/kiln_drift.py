@@ -18,7 +18,11 @@ intends for it and with its partition's peers:
 - ``peers``: the node's driver, NCCL, DOCA/OFED, kernel or a pinned package
   differs from the rest of its partition;
 - ``record``: no as-built record at all (unreachable, or the read failed) --
-  nothing can be said, which is never "no drift".
+  nothing can be said, which is never "no drift";
+- ``pins``: the record has no pin record of an owner kiln pins on the node (the
+  inventory's groups and the stack say which: ``expected_owners``), or of an owner
+  most of its partition's peers have, or no pin records at all -- without the
+  pins nothing says what the node should have, which is never "no drift" either.
 
 ``mixed_versions`` is what the burn-in uses to refuse a PASS for a fabric test
 spanning nodes with different driver, NCCL or DOCA versions.
@@ -47,7 +51,7 @@ PEER_VERSIONS = CONSISTENT + ("kernel",)
 # Pinned package names that carry NCCL (apt, dnf); DOCA/OFED is whatever the rdma-stack owner pins.
 NCCL_NAMES = ("libnccl2", "libnccl")
 DOCA_OWNER = "rdma-stack"
-KINDS = ("record", "stack", "pin", "hold", "peers")
+KINDS = ("record", "pins", "stack", "pin", "hold", "peers")
 
 
 class DriftError(ValueError):
@@ -76,12 +80,15 @@ def _versions_text(versions: Sequence[str]) -> str | None:
 
 def as_built(host: str, pkg_mgr: str, packages: Mapping[str, Any], held: Sequence[str], pins: Mapping[str, Any],
              kernel: Any = None, os_id: Any = None, gpu: Mapping[str, Any] | None = None,
-             fabric: Mapping[str, Any] | None = None, applied: Mapping[str, Any] | None = None) -> dict[str, Any]:
+             fabric: Mapping[str, Any] | None = None, applied: Mapping[str, Any] | None = None,
+             pins_dir: Any = None, pins_dir_present: Any = None) -> dict[str, Any]:
     """The as-built record of one node.
 
     *packages*/*held*: the package database (kiln_pkgdb_parse); *pins*: owner -> pinned package
     strings (what the pinned-install path recorded); *gpu*: ``ansible_facts['kiln_gpu']``;
-    *fabric*: ``ansible_facts['kiln_fabric']``; *applied*: the stack record (roles/stack_record).
+    *fabric*: ``ansible_facts['kiln_fabric']``; *applied*: the stack record (roles/stack_record);
+    *pins_dir* / *pins_dir_present*: where the pins were read and whether that directory exists
+    (what a ``pins`` row says when none are there).
     """
     where = f"as-built record of {host}"
     if not isinstance(packages, Mapping):
@@ -137,6 +144,8 @@ def as_built(host: str, pkg_mgr: str, packages: Mapping[str, Any], held: Sequenc
         "pkg_mgr": pkg_mgr,
         "kernel": _text(kernel),
         "stack_fingerprint": _text((applied or {}).get("fingerprint")) if isinstance(applied, Mapping) else None,
+        "pins_dir": _text(pins_dir),
+        "pins_dir_present": pins_dir_present if isinstance(pins_dir_present, bool) else None,
         "components": components,
         "running": running,
         "versions": versions,
@@ -157,10 +166,72 @@ def _check_record(host: str, record: Any) -> Mapping[str, Any]:
     return record
 
 
-def node_drift(host: str, record: Any, intended_stack: Any = None) -> list[dict[str, Any]]:
-    """Rows where *host* is not what kiln pinned (pin, hold) or not the stack intended now (stack)."""
+def expected_owners(owners: Any, groups: Any, components: Any) -> list[str]:
+    """The owners whose pins a node must have: what kiln's plays pin on it.
+
+    *owners*: owner -> ``{groups: [...], components: [...]}`` (``kiln_drift_pin_owners``: the inventory
+    groups whose play installs the owner's role, and the stack components it pins); *groups*: the
+    node's inventory groups (``group_names``); *components*: the components the node's stack pins
+    packages for (the keys of ``kiln_packages``). An owner is expected when the node is in one of
+    its groups and the stack pins one of its components (an owner with no components: always).
+    """
+    where = "kiln_drift_expected_pins"
+    if not isinstance(owners, Mapping):
+        raise DriftError(f"{where}: kiln_drift_pin_owners must map an owner to {{groups, components}}, "
+                         f"got {type(owners).__name__}")
+    mine = _names(groups, f"{where}: the node's groups")
+    have = _names(components, f"{where}: the stack's components")
+    out = []
+    for owner, rule in owners.items():
+        if not isinstance(owner, str) or not isinstance(rule, Mapping):
+            raise DriftError(f"{where}: kiln_drift_pin_owners.{owner} must be {{groups: [...], components: [...]}}, "
+                             f"got {type(rule).__name__}")
+        want_groups = _names(rule.get("groups") or [], f"{where}: kiln_drift_pin_owners.{owner}.groups")
+        want_components = _names(rule.get("components") or [], f"{where}: kiln_drift_pin_owners.{owner}.components")
+        if set(want_groups) & set(mine) and (not want_components or set(want_components) & set(have)):
+            out.append(owner)
+    return sorted(out)
+
+
+def _names(value: Any, what: str) -> list[str]:
+    if isinstance(value, Mapping):
+        value = list(value)
+    if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise DriftError(f"{what} must be a list of names, got {type(value).__name__}")
+    return list(value)
+
+
+def _no_pins(record: Mapping[str, Any]) -> str:
+    where = record.get("pins_dir")
+    if not where:
+        return "none (no pin records were read)"
+    if record.get("pins_dir_present") is False:
+        return f"none ({where} is missing)"
+    return f"none in {where}"
+
+
+def node_drift(host: str, record: Any, intended_stack: Any = None,
+               expected: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Rows where *host* is not what kiln pinned (pin, hold), not the stack intended now (stack), or
+    has no pins where kiln pins (pins).
+
+    *expected*: the owners whose pins the node must have (``expected_owners``); with it (the drift
+    gate) a node without any pin record is drift too. None (the burn-in's own view): pins are
+    checked only where recorded.
+    """
     record = _check_record(host, record)
     rows: list[dict[str, Any]] = []
+    if expected is not None:
+        missing = [o for o in _names(expected, f"{host}: the expected pin owners") if o not in record["components"]]
+        for owner in sorted(set(missing)):
+            rows.append({"node": host, "kind": "pins", "component": owner, "package": None,
+                         "intended": f"the pins of {owner}", "actual": _no_pins(record),
+                         "fix": f"re-run the play that owns {owner} on {host} (it re-pins, holds and records its pins)"})
+        if not record["components"] and not missing:
+            rows.append({"node": host, "kind": "pins", "component": "pins", "package": None,
+                         "intended": "the pins of kiln's roles on this node", "actual": _no_pins(record),
+                         "fix": f"re-run the plays that install {host} (each records its pins); "
+                                "nothing says what this node should have without them"})
     want = _text(intended_stack)
     if want is not None and want != record.get("stack_fingerprint"):
         rows.append({"node": host, "kind": "stack", "component": "stack", "package": None,
@@ -198,7 +269,8 @@ def _majority(values: Mapping[str, Any]) -> Any:
 
 
 def peer_drift(records: Mapping[str, Any], partitions: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Rows for nodes whose driver, NCCL, DOCA, kernel or pinned packages differ from their partition's peers.
+    """Rows for nodes whose driver, NCCL, DOCA, kernel or pinned packages differ from their partition's peers,
+    and (kind ``pins``) nodes without the pin record of an owner most of their partition's nodes have.
 
     The majority of the partition is the reference; with no majority (a tie) every node that
     differs from another is named.
@@ -212,6 +284,18 @@ def peer_drift(records: Mapping[str, Any], partitions: Mapping[str, Any]) -> lis
         if len(hosts) < 2:
             continue
         recs = {h: _check_record(h, records[h]) for h in hosts}
+        owners = Counter(o for r in recs.values() for o in r["components"])
+        for owner, count in sorted(owners.items()):
+            if count * 2 <= len(hosts):
+                continue
+            for host in hosts:
+                if owner not in recs[host]["components"]:
+                    rows.append({"node": host, "kind": "pins", "component": owner, "package": None,
+                                 "intended": f"the pins of {owner}, as on {count} of {len(hosts)} nodes "
+                                             f"(partition {part})",
+                                 "actual": _no_pins(recs[host]),
+                                 "fix": f"re-run the play that owns {owner} on {host} (it re-pins, holds and "
+                                        "records its pins), or set kiln_drift_partition if the node is of another kind"})
         keys: list[tuple[str, str | None]] = [(k, None) for k in PEER_VERSIONS]
         names = sorted({(owner, p["name"]) for r in recs.values() for owner, c in r["components"].items()
                         for p in (c or {}).get("packages") or []})
@@ -241,18 +325,25 @@ def peer_drift(records: Mapping[str, Any], partitions: Mapping[str, Any]) -> lis
 
 
 def report(records: Mapping[str, Any], intended: Mapping[str, Any] | None = None,
-           partitions: Mapping[str, Any] | None = None, run_id: str = "") -> dict[str, Any]:
+           partitions: Mapping[str, Any] | None = None, run_id: str = "",
+           expected: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The drift gate's report over every node: rows, per-node status, the overall status and a table.
 
     *records*: host -> as-built record, or None for a node that gave none (unreachable, failed);
-    *intended*: host -> fingerprint of the stack the inventory intends; *partitions*: host -> name.
+    *intended*: host -> fingerprint of the stack the inventory intends; *partitions*: host -> name;
+    *expected*: host -> the owners whose pins it must have (``expected_owners``; a host not named
+    expects none, but a node without any pin record is drift all the same).
     Status: ``drift`` when any row, else ``incomplete`` when a node gave no record, else ``clean``.
     """
     if not isinstance(records, Mapping) or not records:
-        raise DriftError("drift: no nodes to compare (the targets group is empty, or every node failed "
+        raise DriftError("kiln drift gate: no nodes to compare (the targets group is empty, or every node failed "
                          "before its record was read)")
+    for name, value in (("intended", intended), ("partitions", partitions), ("expected", expected)):
+        if value is not None and not isinstance(value, Mapping):
+            raise DriftError(f"kiln drift gate: {name} must map a host to its value, got {type(value).__name__}")
     intended = dict(intended or {})
     partitions = dict(partitions or {})
+    expected = dict(expected or {})
     rows: list[dict[str, Any]] = []
     for host in sorted(records):
         if records[host] is None:
@@ -260,8 +351,12 @@ def report(records: Mapping[str, Any], intended: Mapping[str, Any] | None = None
                          "intended": "a record", "actual": "none (unreachable, or the read failed)",
                          "fix": f"make {host} reachable and re-run playbooks/drift.yml"})
             continue
-        rows += node_drift(host, records[host], intended.get(host))
-    rows += peer_drift(records, partitions)
+        rows += node_drift(host, records[host], intended.get(host), expected.get(host) or [])
+    seen = {(r["node"], r["kind"], r["component"]) for r in rows if r["kind"] == "pins"}
+    peers = [r for r in peer_drift(records, partitions)
+             if r["kind"] != "pins" or (r["node"], r["kind"], r["component"]) not in seen]
+    named = {r["node"] for r in peers if r["kind"] == "pins"}  # the owners its peers have say more than "none"
+    rows = [r for r in rows if not (r["kind"] == "pins" and r["component"] == "pins" and r["node"] in named)] + peers
     rows.sort(key=lambda r: (r["node"], KINDS.index(r["kind"]), r["component"], r["package"] or ""))
     nodes: dict[str, Any] = {}
     for host in sorted(records):
@@ -310,6 +405,13 @@ def prometheus(drift: Mapping[str, Any], node: str | None = None, timestamp: flo
 
     With *node*, only that node's samples (its own textfile); without, every node's.
     """
+    if not isinstance(drift, Mapping) or not isinstance(drift.get("nodes") or {}, Mapping) \
+            or not all(isinstance(info, Mapping) for info in (drift.get("nodes") or {}).values()):
+        raise DriftError("kiln_drift_prom: expected a drift report (its nodes: node -> {status, fingerprint})")
+    rows = drift.get("rows") or []
+    if isinstance(rows, (str, Mapping)) or not isinstance(rows, Sequence) \
+            or not all(isinstance(r, Mapping) and "node" in r for r in rows):
+        raise DriftError("kiln_drift_prom: expected a drift report (its rows: [{node, kind, component, ...}])")
     lines = ["# HELP kiln_drift_node Drift gate per node: 0 clean, 1 drift, NaN no as-built record.",
              "# TYPE kiln_drift_node gauge"]
     for host, info in sorted((drift.get("nodes") or {}).items()):

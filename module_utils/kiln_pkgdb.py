@@ -238,9 +238,12 @@ def kiln_pkg_plan(specs: Sequence[str], packages: Mapping[str, Any] | None, pkg_
     unknown: every changing package is released and every pinned one held.
     """
     packages = packages or {}
+    if isinstance(specs, (str, Mapping)) or not isinstance(specs, Sequence):
+        raise PkgError(f"kiln_pkg_plan: the pins must be a list of package strings, got {type(specs).__name__}")
     if not isinstance(packages, Mapping):
         raise PkgError(f"kiln_pkg_plan: installed packages must be a mapping, got {type(packages).__name__}")
-    if held is not None and (isinstance(held, str) or not isinstance(held, Sequence)):
+    if held is not None and (isinstance(held, str) or not isinstance(held, Sequence)
+                             or not all(isinstance(name, str) for name in held)):
         raise PkgError(f"kiln_pkg_plan: held must be a list of names, got {type(held).__name__}")
     plan: dict[str, Any] = {"names": [], "specs": [], "changes": [], "installs": [], "upgrades": [], "unchanged": [],
                             "unhold": [], "hold": []}
@@ -280,6 +283,9 @@ def kiln_pkg_plan(specs: Sequence[str], packages: Mapping[str, Any] | None, pkg_
 
 def format_change(change: Mapping[str, Any]) -> str:
     """One line for a planned change: ``name from -> to`` or ``name (new) -> to``."""
+    if not isinstance(change, Mapping) or "name" not in change or "to" not in change:
+        raise PkgError(f"kiln_format_change: expected a planned change {{name, from, to}} (kiln_pkg_plan), "
+                       f"got {type(change).__name__}")
     return f"{change['name']} {change.get('from') or '(new)'} -> {change['to']}"
 
 
@@ -399,3 +405,4 @@ def pinned_covered(play: Any, group: Any) -> dict[str, Any] | None:
             list(mine.get("absent", [])) != list(group.get("absent", [])):
         return None
     return dict(mine)
+

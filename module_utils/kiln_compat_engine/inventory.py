@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from . import schema
-from .errors import CompatError
+from .errors import CompatError, need_list, need_mapping, need_text
 from .lookup import _gpu_entry
 from .rules import RULES
 from .schema import show
@@ -129,6 +129,12 @@ def kiln_stacks_by_host(hostvars: Mapping[str, Any], hosts: Sequence[str], var: 
     """
     if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Iterable):
         raise CompatError(f"kiln_stacks_by_host: hosts must be a list of host names, got {show(hosts)}")
+    need_mapping("kiln_stacks_by_host", "the input (hostvars)", hostvars)
+    need_text("kiln_stacks_by_host", "the stack variable's name", var)
+    need_text("kiln_stacks_by_host", "the allow list variable's name", allow_var)
+    hosts = list(hosts) if not isinstance(hosts, Mapping) else hosts
+    if isinstance(hosts, Mapping) or not all(isinstance(h, str) for h in hosts):
+        raise CompatError(f"kiln_stacks_by_host: hosts must be a list of host names, got {show(hosts)}")
     raw_get = getattr(hostvars, "raw_get", None)
     groups: dict[str, dict[str, Any]] = {}
     # id() -> (stack object, allow object, prepared input). Holding the objects keeps
@@ -140,7 +146,9 @@ def kiln_stacks_by_host(hostvars: Mapping[str, Any], hosts: Sequence[str], var: 
             if not isinstance(hv, Mapping):
                 raise CompatError(f"kiln_stacks_by_host: host {show(host)} is not in the inventory")
         else:
-            hv = hostvars[host]
+            hv = hostvars.get(host)
+            if not isinstance(hv, Mapping):
+                raise CompatError(f"kiln_stacks_by_host: host {show(host)} has no variables in the input (hostvars)")
         stack_raw = hv.get(var)
         allow_raw = hv.get(allow_var)
         ident = (id(stack_raw), id(allow_raw))
@@ -179,8 +187,7 @@ def kiln_stacks_by_host(hostvars: Mapping[str, Any], hosts: Sequence[str], var: 
 
 def kiln_hostlist(hosts: Sequence[str]) -> str:
     """Compress host names Slurm-style: ``gpu01,gpu02,gpu03,gpu07`` -> ``gpu[01-03,07]``."""
-    if isinstance(hosts, (str, bytes)):
-        hosts = [hosts]
+    hosts = need_list("kiln_hostlist", "the input (host names)", hosts, one_ok=True)
     # (prefix, suffix) -> digit strings, in order of first appearance
     families: dict[tuple[str, str], list[str]] = {}
     order: list[tuple[str, Any]] = []

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .data import compat_data
-from .errors import CompatError
+from .errors import CompatError, need_list
 from .schema import show
 from .versions import _mm, _nums, kiln_version_key
 
@@ -145,9 +145,8 @@ def kiln_gpu_pci_models(models: Sequence[str] | None = None) -> dict[str, dict[s
     The input restricts the result to the listed models/variants (``[]`` or ``None``:
     all). Feeds the ``pci_models`` option of library/kiln_gpu_facts.
     """
-    if isinstance(models, (str, bytes)):
-        models = [models]
-    wanted = {str(m) for m in (models or [])}
+    models = [] if models is None else need_list("kiln_gpu_pci_models", "the input (GPU models)", models, one_ok=True)
+    wanted = {str(m) for m in models}
     out: dict[str, dict[str, Any]] = {}
     for family, entry in compat_data()["gpus"].items():
         for pci_id, var in (entry.get("variants") or {}).items():

@@ -72,7 +72,7 @@ def kiln_pkg(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = Non
     component is absent from the stack (or, for ``ofed``, when it is inbox/mlnx, which
     are not installed from a package repository).
     """
-    if component not in PACKAGE_COMPONENTS:
+    if not isinstance(component, str) or component not in PACKAGE_COMPONENTS:
         raise CompatError(f"kiln_pkg: unknown component {show(component)}; use one of {list(PACKAGE_COMPONENTS)}")
     r = kiln_resolve_stack(stack)
     mgr, el = _pkg_mgr_and_el(pkg_mgr, r)
@@ -224,7 +224,7 @@ def kiln_distro_build(stack: Mapping[str, Any], component: str, os_id: str | Non
     ``None``: the package is installed at the repository's candidate and held there. A Slurm build whose
     version is not of the stack's Slurm major is an CompatError (the two cannot both be meant).
     """
-    if component not in _BUILD_KEY:
+    if not isinstance(component, str) or component not in _BUILD_KEY:
         raise CompatError(f"kiln_distro_build: unknown component {show(component)}; use one of {list(_BUILD_KEY)}")
     s = _normalise_stack(stack)
     osx = _os_entry(os_id or s.get("os") or "")
@@ -260,7 +260,7 @@ def kiln_distro_build(stack: Mapping[str, Any], component: str, os_id: str | Non
 def kiln_tool(name: str, version: str | None = None) -> dict[str, str]:
     """A source release kiln builds (data/compat.yml ``tools``): ``{version, url}``; ``version`` overrides the data's."""
     tools = compat_data().get("tools") or {}
-    if name not in tools:
+    if not isinstance(name, str) or name not in tools:
         raise CompatError(f"kiln_tool: unknown tool {show(name)}; use one of {sorted(tools)}")
     ver = str(version or tools[name]["version"])
     if not re.fullmatch(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}", ver, re.ASCII):

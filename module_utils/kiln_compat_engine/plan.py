@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import containers
-from .errors import CompatError
+from .errors import CompatError, need_list, need_mapping
 from .inventory import kiln_hostlist
 from .lookup import _os_entry
+from .schema import show
 from .gpudirect import kiln_gpudirect
 from .packages import DISTRO_COMPONENTS, PACKAGE_COMPONENTS, kiln_distro_build, kiln_ofed_builds, kiln_pkg
 from .repos import _check_repos, kiln_doca_repo, kiln_repo, kiln_torch_index
@@ -27,6 +28,18 @@ def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence
     versions, the exact package strings for the stack's OS, and the repositories.
     Package rendering problems are reported per stack in ``errors`` (never raised).
     """
+    stacks = need_list("kiln_plan", "the input (kiln_stacks_by_host's groups)", stacks)
+    need_mapping("kiln_plan", "groups (inventory group -> hosts)", groups)
+    for item in stacks:
+        need_mapping("kiln_plan", "each group of kiln_stacks_by_host", item)
+        if item.get("stack") is not None:
+            need_mapping("kiln_plan", "a group's stack", item["stack"])
+        need_list("kiln_plan", "a group's hosts", item.get("hosts") or [])
+        for problem in need_list("kiln_plan", "a group's problems", item.get("problems") or []):
+            if not isinstance(problem, Mapping) or not {"message", "fix"} <= set(problem):
+                raise CompatError("kiln_plan: a group's problems must be {message, fix} mappings (kiln_stacks_by_host)")
+    for group in groups:
+        need_list("kiln_plan", f"the hosts of group {show(group)}", groups[group], one_ok=True)
     site = _check_repos(repos)
     cuda_base_url = (site.get("cuda") or {}).get("url")
     ctk_base_url = (site.get("container_toolkit") or {}).get("url")
@@ -108,10 +121,10 @@ def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence
         for h in item.get("hosts") or []:
             host_to_stack[str(h)] = idx
     plan_groups: dict[str, Any] = {}
-    for group in sorted(groups):
+    for group in sorted(groups, key=str):
         if group in ("all", "ungrouped"):
             continue
-        members = [str(h) for h in groups[group]]
+        members = [str(h) for h in need_list("kiln_plan", "a group's hosts", groups[group], one_ok=True)]
         per: dict[int, list[str]] = {}
         for h in members:
             if h in host_to_stack:
@@ -127,14 +140,20 @@ def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence
 
 def kiln_plan_text(plan: Mapping[str, Any]) -> list[str]:
     """Human-readable lines for a kiln_plan result (one block per group and stack)."""
+    need_mapping("kiln_plan_text", "the input (a kiln_plan result)", plan)
+    plan_groups = need_mapping("kiln_plan_text", "the plan's groups", plan.get("groups") or {})
+    for info in plan_groups.values():
+        need_mapping("kiln_plan_text", "each group of the plan", info)
+        for st in need_list("kiln_plan_text", "a group's stacks", info.get("stacks") or []):
+            need_mapping("kiln_plan_text", "each stack of a group", st)
     lines: list[str] = []
     order = ("gpu", "os", "kernel", "driver", "driver_flavor", "fabricmanager", "cuda", "cudnn", "nccl", "torch",
              "container_toolkit", "dcgm", "ofed", "hca", "slurm", "kubernetes", "container_engine", "containerd", "cdi",
              "enroot", "pyxis")
-    for group, info in (plan.get("groups") or {}).items():
-        lines.append(f"== group {group} ({info['hosts']} hosts) ==")
-        for st in info["stacks"]:
-            lines.append(f"  hosts: {st['hosts']} ({st['host_count']})")
+    for group, info in plan_groups.items():
+        lines.append(f"== group {group} ({info.get('hosts')} hosts) ==")
+        for st in info.get("stacks") or []:
+            lines.append(f"  hosts: {st.get('hosts')} ({st.get('host_count')})")
             stack = st.get("stack") or {}
             res = st.get("resolved") or {}
             for key in order:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import CompatError
+from .errors import CompatError, need_list, need_mapping
 from .inventory import kiln_hostlist
 from .rules import _invalid, kiln_stack_violations
 from .schema import show
@@ -23,11 +23,13 @@ def kiln_stack_report(stacks: Sequence[Mapping[str, Any]], today: str | None = N
     warnings: [str], error_count, warning_count, evaluations}``; ``errors`` and
     ``warnings`` are one line per violation naming the hosts it applies to.
     """
+    stacks = need_list("kiln_stack_report", "the input (kiln_stacks_by_host's groups)", stacks)
     out: list[dict[str, Any]] = []
     errors: list[str] = []
     warnings: list[str] = []
     for item in stacks:
-        hosts = list(item.get("hosts") or [])
+        need_mapping("kiln_stack_report", "each group of kiln_stacks_by_host", item)
+        hosts = need_list("kiln_stack_report", "a group's hosts", item.get("hosts") or [])
         hostlist = kiln_hostlist(hosts)
         try:
             if item.get("problems"):

@@ -13,7 +13,7 @@ from typing import Any
 from . import schema
 from .containers import docker_os
 from .data import compat_data
-from .errors import CompatError
+from .errors import CompatError, need_list, need_mapping, need_text
 from .inventory import _plain, kiln_hostlist
 from .lookup import _doca_release, _os_entry
 from .resolve import kiln_resolve_stack
@@ -169,10 +169,15 @@ def _check_repos(repos: Any) -> dict[str, dict[str, str]]:
 
 def kiln_repos_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], var: str = "kiln_repos") -> list[str]:
     """``kiln_repos`` of each host checked once per distinct value: ``["<hosts>: <problem>"]``, ``[]`` when valid."""
+    need_mapping("kiln_repos_problems", "the input (hostvars)", hostvars)
+    hosts = need_list("kiln_repos_problems", "hosts", hosts)
+    need_text("kiln_repos_problems", "the variable name", var)
     seen: dict[str, list[str]] = {}
     problems: dict[str, str] = {}
     for host in hosts:
-        value = (hostvars.get(host) or {}).get(var)
+        need_text("kiln_repos_problems", "each host", host)
+        hv = hostvars.get(host)
+        value = hv.get(var) if isinstance(hv, Mapping) else None
         try:
             key = json.dumps(_plain(value), sort_keys=True, default=str) if not schema.measure(value).over() else "(too large)"
         except (TypeError, ValueError):
@@ -194,9 +199,9 @@ def kiln_repo(name: str, os: str | None = None, repos: Any = None, arch: str = "
     ``key_url`` and ``fingerprint`` (the pin) taken from ``kiln_repos.<name>`` when set, and ``fingerprint_var``
     naming the variable to fix. ``slurm``: ``{}`` unless kiln_repos.slurm.url is set. ``torch``: ``{url}``.
     """
-    site = _check_repos(repos).get(name, {})
-    if name not in REPO_NAMES:
+    if not isinstance(name, str) or name not in REPO_NAMES:
         raise CompatError(f"kiln_repo: unknown repository {show(name)}; use one of {list(REPO_NAMES)}")
+    site = _check_repos(repos).get(name, {})
     if name == "torch":
         return {"url": site.get("url") or compat_data()["torch"]["index_url"]}
     if name == "slurm":

@@ -67,7 +67,7 @@ _OPS = {
 
 def kiln_version_compare(a: Any, op: str, b: Any) -> bool:
     """Return ``a <op> b`` with kiln's version ordering (op: < <= == != >= > or lt/le/eq/ne/ge/gt)."""
-    if op not in _OPS:
+    if not isinstance(op, str) or op not in _OPS:
         raise CompatError(f"kiln_version_compare: unknown operator {show(op)}; use one of {sorted(_OPS)}")
     return _OPS[op](kiln_version_cmp(a, b))
 

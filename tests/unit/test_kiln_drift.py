@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -277,3 +278,169 @@ def test_filters_refuse_what_is_not_their_input():
     rec = kf.kiln_as_built({"packages": db(), "held": HELD, "pins": pins(), "pkg_mgr": "apt"}, "c1")
     assert rec["components"]["cuda"]["packages"][0]["installed"] == "2.28.7-1+cuda13.0"
 
+
+
+# --------------------------------------------------------------------------- pins: never clean without evidence
+
+import yaml  # noqa: E402
+
+SETTINGS = yaml.safe_load((REPO / "roles" / "drift_settings" / "defaults" / "main.yml").read_text())
+OWNERS = SETTINGS["kiln_drift_pin_owners"]
+# what kiln_packages gives for the upgrade scenario's stack (debian-12, no ofed, no container engine)
+COMPONENTS = ["driver", "driver_companions", "cuda", "cudnn", "nccl", "container_toolkit", "dcgm", "dcgm_exporter",
+              "slurmctld", "slurmd", "munge", "pmix", "openmpi", "openmpi_dev", "mpi4py", "node_exporter"]
+GPU_OWNERS = ["cuda", "dcgm", "munge", "node-exporter", "nvidia-container-toolkit", "nvidia-driver", "slurm-compute"]
+
+
+def full_pins(driver: str = NEW) -> dict:
+    out = pins(driver)
+    del out["rdma-stack"]  # no ofed in this stack
+    out.update({"nvidia-container-toolkit": ["nvidia-container-toolkit=1.19.1-1"],
+                "dcgm": ["datacenter-gpu-manager-4-cuda13=1:4.6.0-1"], "node-exporter": [],
+                "munge": ["munge=0.5.15-2+deb12u1"], "slurm-compute": ["slurmd=22.05.8-4+deb12u3"]})
+    return out
+
+
+def full_db() -> dict:
+    out = db()
+    out.update({"nvidia-container-toolkit": ["1.19.1-1"], "datacenter-gpu-manager-4-cuda13": ["1:4.6.0-1"],
+                "munge": ["0.5.15-2+deb12u1"], "slurmd": ["22.05.8-4+deb12u3"]})
+    return out
+
+
+FULL_HELD = HELD + ["nvidia-container-toolkit", "datacenter-gpu-manager-4-cuda13", "munge", "slurmd"]
+
+
+def gpu_record(host: str, pinned: dict | None = None, packages: dict | None = None, held=FULL_HELD,
+               pins_dir_present: bool = True) -> dict:
+    return kd.as_built(host, "apt", full_db() if packages is None else packages, held,
+                       full_pins() if pinned is None else pinned, kernel="6.1.0-28-amd64", os_id="debian-12",
+                       gpu={"driver_version": "580.173.02"}, pins_dir="/var/lib/kiln/pins",
+                       pins_dir_present=pins_dir_present)
+
+
+def test_expected_owners_follow_the_groups_and_the_stack():
+    assert kd.expected_owners(OWNERS, ["gpu_nodes", "slurm_compute", "emulated_gpu"], COMPONENTS) == GPU_OWNERS
+    assert kd.expected_owners(OWNERS, ["slurm_controller"], COMPONENTS) == ["munge", "slurm-controller"]
+    assert kd.expected_owners(OWNERS, ["gpu_nodes"], COMPONENTS + ["ofed", "container_engine"]) == [
+        "cuda", "dcgm", "docker-engine", "node-exporter", "nvidia-container-toolkit", "nvidia-driver", "rdma-stack"]
+    assert kd.expected_owners(OWNERS, ["login"], COMPONENTS) == []
+    assert kd.expected_owners(OWNERS, ["gpu_nodes"], {}) == []  # no stack: nothing the stack says
+    assert kd.expected_owners({"x": {"groups": ["g"]}}, ["g"], []) == ["x"]  # no components: always
+    for owners, groups, comps, match in (
+            (["nvidia-driver"], [], [], "kiln_drift_pin_owners must map"),
+            ({"x": "gpu_nodes"}, [], [], "kiln_drift_pin_owners.x must be"),
+            ({"x": {"groups": "gpu_nodes"}}, [], [], "kiln_drift_pin_owners.x.groups must be a list"),
+            (OWNERS, "gpu_nodes", [], "the node's groups must be a list"),
+            (OWNERS, [], [1], "the stack's components must be a list")):
+        with pytest.raises(kd.DriftError, match=match):
+            kd.expected_owners(owners, groups, comps)
+
+
+def test_the_default_owners_are_the_roles_owners_on_the_groups_of_their_plays():
+    """kiln_drift_pin_owners mirrors site.yml: each owner is a role's <role>_pinned owner, on its play's groups."""
+    role_of = {}
+    for vars_file in (REPO / "roles").glob("*/vars/main.yml"):
+        data = yaml.safe_load(vars_file.read_text()) or {}
+        role = vars_file.parent.parent.name
+        pinned = data.get(f"{role}_pinned")
+        if isinstance(pinned, dict):
+            role_of[pinned["owner"]] = role
+    hosts_of: dict[str, set] = {}
+    for book in ("gpu", "fabric", "slurm", "containers"):
+        for play in yaml.safe_load((REPO / "playbooks" / f"{book}.yml").read_text()):
+            text = yaml.safe_dump(play)
+            for imported in re.findall(r"import_tasks: (tasks/\S+\.yml)", text):
+                text += (REPO / "playbooks" / imported).read_text()
+            for role in re.findall(r"(?:name|role): ([a-z_]+)\n", text):
+                hosts_of.setdefault(role, set()).update(play["hosts"].split(":"))
+    for owner, rule in OWNERS.items():
+        assert owner in role_of, f"{owner}: no role publishes it as <role>_pinned.owner"
+        assert set(rule["groups"]) == hosts_of[role_of[owner]], (owner, role_of[owner])
+
+
+def test_a_node_without_pin_records_is_drift_even_with_a_package_removed_and_unheld():
+    """Issue 31 #10: the pins directory gone, a pinned package removed and unheld -- the gate said clean."""
+    packages = {k: v for k, v in full_db().items() if k != "libnccl2"}
+    held = [n for n in FULL_HELD if n != "libnccl2"]
+    bare = gpu_record("c2", pinned={}, packages=packages, held=held, pins_dir_present=False)
+    recs = {"c1": gpu_record("c1"), "c2": bare, "c3": gpu_record("c3")}
+    expected = {h: GPU_OWNERS for h in recs}
+    rep = kd.report(recs, {}, {h: "p" for h in recs}, "r", expected)
+    assert rep["status"] == "drift" and rep["nodes"]["c2"]["status"] == "drift"
+    assert {h for h, n in rep["nodes"].items() if n["status"] == "clean"} == {"c1", "c3"}
+    pins_rows = [r for r in rep["rows"] if r["kind"] == "pins"]
+    assert sorted(r["component"] for r in pins_rows) == GPU_OWNERS  # each owner once, no peer duplicate
+    assert {r["actual"] for r in pins_rows} == {"none (/var/lib/kiln/pins is missing)"}
+    assert all(r["node"] == "c2" and "re-run the play that owns" in r["fix"] for r in pins_rows)
+    assert "c2 nvidia-driver: intended the pins of nvidia-driver, actual none (/var/lib/kiln/pins is missing) (pins)" \
+        in rep["lines"]
+    assert 'kiln_drift{node="c2",kind="pins",component="nvidia-driver"' in kd.prometheus(rep)
+    # without expectations (an old caller) the node is still not clean: the peers' owners, then no pins at all
+    alone = kd.report(recs, {}, {h: "p" for h in recs})
+    assert alone["nodes"]["c2"]["status"] == "drift"
+    assert {r["component"] for r in alone["rows"] if r["kind"] == "pins"} == set(GPU_OWNERS)
+    single = kd.report({"c2": bare})
+    assert single["status"] == "drift"
+    assert [(r["kind"], r["component"], r["actual"]) for r in single["rows"]] == [
+        ("pins", "pins", "none (/var/lib/kiln/pins is missing)")]
+    empty_dir = kd.report({"c2": gpu_record("c2", pinned={}, pins_dir_present=True)})
+    assert empty_dir["rows"][0]["actual"] == "none in /var/lib/kiln/pins"
+
+
+def test_with_pins_a_removed_package_is_pin_drift_and_an_unheld_one_hold_drift():
+    packages = {k: v for k, v in full_db().items() if k != "libnccl2"}
+    held = [n for n in FULL_HELD if n not in ("libnccl2", "munge")]
+    rec = gpu_record("c2", packages=packages, held=held)
+    rows = kd.node_drift("c2", rec, None, GPU_OWNERS)
+    assert {(r["kind"], r["component"], r["package"], r["actual"]) for r in rows} == {
+        ("pin", "cuda", "libnccl2", "not installed"), ("hold", "munge", "munge", "not held")}
+    assert kd.report({"c2": rec}, expected={"c2": GPU_OWNERS})["status"] == "drift"
+
+
+def test_one_missing_owner_is_named_by_the_expectation_and_by_the_peers():
+    partial = {k: v for k, v in full_pins().items() if k != "dcgm"}
+    recs = {"c1": gpu_record("c1"), "c2": gpu_record("c2", pinned=partial), "c3": gpu_record("c3")}
+    rows = kd.node_drift("c2", recs["c2"], None, GPU_OWNERS)
+    assert [(r["kind"], r["component"], r["actual"]) for r in rows] == [("pins", "dcgm", "none in /var/lib/kiln/pins")]
+    assert kd.node_drift("c2", recs["c2"]) == []  # the burn-in's view (no expectations): recorded pins only
+    by_peers = kd.report(recs, partitions={h: "p" for h in recs})
+    row = next(r for r in by_peers["rows"] if r["kind"] == "pins")
+    assert (row["node"], row["component"]) == ("c2", "dcgm") and "as on 2 of 3 nodes (partition p)" in row["intended"]
+    # another partition's owners are not expected
+    assert kd.report(recs, partitions={"c1": "a", "c2": "b", "c3": "a"})["status"] == "clean"
+    assert kd.report({h: gpu_record(h) for h in recs}, expected={h: GPU_OWNERS for h in recs})["status"] == "clean"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.sampled_from(["n1", "n2", "n3"]), st.sets(st.sampled_from(GPU_OWNERS)), min_size=1))
+def test_report_is_never_clean_while_an_expected_owner_has_no_pins(dropped):
+    recs = {h: gpu_record(h, pinned={o: p for o, p in full_pins().items() if o not in gone})
+            for h, gone in dropped.items()}
+    # one partition per node: the expectations alone (the peers' rule is tested above)
+    rep = kd.report(recs, partitions={h: h for h in recs}, expected={h: GPU_OWNERS for h in recs})
+    for host, gone in dropped.items():
+        assert (rep["nodes"][host]["status"] == "clean") == (not gone)
+        assert {r["component"] for r in rep["rows"] if r["node"] == host and r["kind"] == "pins"} == gone
+    assert (rep["status"] == "clean") == (not any(dropped.values()))
+
+
+def test_drift_filters_pass_the_expectations_and_refuse_bad_input_in_one_line():
+    import kiln_drift_filters as kf
+
+    assert kf.kiln_drift_expected_pins(OWNERS, ["slurm_controller"], {"munge": [], "slurmctld": []}) == [
+        "munge", "slurm-controller"]
+    bare = gpu_record("c2", pinned={}, pins_dir_present=False)
+    rep = kf.kiln_drift_report({"c2": bare, "c1": gpu_record("c1")}, None, None, "r", {"c2": ["cuda"]})
+    assert {(r["node"], r["component"]) for r in rep["rows"] if r["kind"] == "pins"} >= {("c2", "cuda")}
+    assert kf.kiln_node_drift(bare, "c2", None, ["cuda"])[0]["kind"] == "pins"
+    read = {"packages": {}, "held": [], "pins": {}, "pkg_mgr": "apt", "pins_dir": "/p", "pins_dir_present": False}
+    rec = kf.kiln_as_built(read, "c2")
+    assert rec["pins_dir"] == "/p" and rec["pins_dir_present"] is False
+    for args, match in ((([1],), "kiln_drift_report: the input"), (({"c": None}, "x"), "kiln_drift_report: intended"),
+                        (({"c": None}, None, None, "", ["c"]), "kiln_drift_report: expected")):
+        with pytest.raises(kf.AnsibleFilterError, match=match) as err:
+            kf.kiln_drift_report(*args)
+        assert "\n" not in str(err.value)
+    with pytest.raises(kf.AnsibleFilterError, match="kiln_drift_expected_pins: kiln_drift_pin_owners must map"):
+        kf.kiln_drift_expected_pins(None, [])

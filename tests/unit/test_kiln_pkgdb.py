@@ -22,6 +22,7 @@ from ansible.errors import AnsibleFilterError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kiln_kernel_cases import dpkg_database, dpkg_read
 from kiln_pkgs import VERSIONLOCK_MARKER, kiln_pkg_plan, kiln_pkgdb_parse
 from kiln_playbook import ANSIBLE_PLAYBOOK, REPO, run_playbook
 
@@ -336,6 +337,15 @@ import os, sys
 state = os.environ["KILN_FAKE_STATE"]
 with open(os.path.join(state, "calls.log"), "a") as log:
     log.write("dpkg-query " + " ".join(sys.argv[1:]) + "\\n")
+if sys.argv[1] == "-S":  # who owns these files: the "pkg: path" lines of owners.txt, rc 1 when one is no package's
+    known = open(os.path.join(state, "owners.txt")).read().splitlines() if os.path.exists(os.path.join(state, "owners.txt")) else []
+    found = [line for line in known if line.split(": ", 1)[-1] in sys.argv[2:]]
+    sys.stdout.write("".join(line + "\\n" for line in found))
+    sys.exit(0 if len(found) == len(sys.argv[2:]) else 1)
+if "Depends" in sys.argv[-1]:  # the relations read (the kernel hold): relations.txt
+    path = os.path.join(state, "relations.txt")
+    sys.stdout.write(open(path).read() if os.path.exists(path) else "")
+    sys.exit(0)
 sys.stdout.write(open(os.path.join(state, "dpkg.txt")).read())
 """
 
@@ -845,3 +855,75 @@ def test_hold_installed_only_holds_what_is_installed_and_lists_the_rest(tmp_path
     assert '"^less$";' in (fake_host["conf"] / "51kiln-hold-kernel").read_text()
     calls = (fake_host["state"] / "calls.log").read_text().splitlines()
     assert calls == [READ, "apt-mark hold less", READ], out
+
+
+def _module_play(tmp_path: Path, fake_host: dict[str, Path], tasks: str, play: str = "") -> tuple[str, list[str], int]:
+    book = tmp_path / "module.yml"
+    book.write_text("---\n- name: module\n  hosts: localhost\n  gather_facts: false\n" + play +
+                    "  environment:\n    PATH: \"{{ fake_bin }}:/usr/bin:/bin\"\n    KILN_FAKE_STATE: \"{{ fake_state }}\"\n"
+                    "  tasks:\n" + tasks)
+    res = run_playbook(str(book), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+                       "-e", f"fake_bin={fake_host['bin']}", "-e", f"fake_state={fake_host['state']}", tmp_path=tmp_path)
+    calls_log = fake_host["state"] / "calls.log"
+    # the result format folds long messages: one space between words
+    return " ".join((res.stdout + res.stderr).split()), calls_log.read_text().splitlines() if calls_log.exists() else [], res.returncode
+
+
+@needs_playbook
+def test_kernel_hold_finds_every_flavours_meta_packages_in_the_database(tmp_path: Path,
+                                                                         fake_host: dict[str, Path]) -> None:
+    """Issue 31 #11a: a Debian rt kernel -- linux-image-rt-amd64 is held, found from the database, not a list
+    (kiln_kernel_packages, then the packages role's hold, as roles/nvidia_driver does)."""
+    running, releases, relations, owners = dpkg_read("debian12-rt.status")
+    state = fake_host["state"]
+    (state / "dpkg.txt").write_text(dpkg_database("debian12-rt.status"))
+    (state / "relations.txt").write_text(relations)
+    (state / "owners.txt").write_text(owners.replace("/boot/", f"{state / 'boot'}/"))
+    (state / "boot").mkdir()
+    for release in releases:
+        (state / "boot" / f"vmlinuz-{release}").write_text("")
+    (state / "boot" / "vmlinuz").write_text("")  # the link some distributions keep: not an image of its own
+    out, calls, rc = _module_play(tmp_path, fake_host, (
+        "    - name: Find the kernel's packages\n      kiln_kernel_packages:\n"
+        f"        kernel: {running}\n        pkg_mgr: apt\n        boot_dir: {state / 'boot'}\n      register: __kernel\n"
+        "    - name: Hold the kernel\n      ansible.builtin.include_role: {name: packages, tasks_from: hold}\n"
+        "      vars: {packages_hold: \"{{ __kernel.names }}\", packages_owner: kernel, packages_hold_installed_only: true,"
+        " __packages_unattended_conf_dir: " + str(fake_host["conf"]) + "}\n"
+        "    - name: Show\n      ansible.builtin.debug:\n        msg: \"KERNEL {{ __kernel.names | join(',') }}\"\n"),
+        play="  vars:\n    ansible_facts: {pkg_mgr: apt}\n")
+    assert rc == 0, out
+    want = ["linux-headers-6.1.0-18-rt-amd64", "linux-headers-rt-amd64", "linux-image-6.1.0-18-rt-amd64",
+            "linux-image-amd64", "linux-image-rt-amd64"]
+    assert "KERNEL " + ",".join(want) in out
+    images = " ".join(str(state / "boot" / f"vmlinuz-{r}") for r in sorted(releases))
+    assert calls == [f"dpkg-query -S {images}", r"dpkg-query -W -f ${Package}\t${db:Status-Abbrev}\t${Pre-Depends}\t${Depends}\n",
+                     READ, "apt-mark hold " + " ".join(want)], out
+    conf = (fake_host["conf"] / "51kiln-hold-kernel").read_text()
+    assert '"^linux\\-image\\-rt\\-amd64$";' in conf and '"^linux\\-image\\-amd64$";' in conf
+    db = kiln_pkgdb_parse((state / "dpkg.txt").read_text(), "apt")
+    assert set(want) <= set(db["held"]) and "linux-image-6.1.0-17-amd64" not in db["held"]
+
+
+@needs_playbook
+def test_kernel_packages_in_a_container_are_none(tmp_path: Path, fake_host: dict[str, Path]) -> None:
+    out, calls, rc = _module_play(tmp_path, fake_host, (
+        "    - name: Find the kernel's packages\n      kiln_kernel_packages:\n        kernel: 6.8.0-49-generic\n"
+        f"        pkg_mgr: apt\n        boot_dir: {fake_host['state'] / 'no-boot'}\n      register: __kernel\n"
+        "    - name: Show\n      ansible.builtin.debug:\n        msg: \"NAMES {{ __kernel.names }} {{ __kernel.changed }}\"\n"))
+    assert rc == 0 and "NAMES [] False" in out, out
+    assert [c for c in calls if not c.startswith("dpkg-query -W")] == []  # one read, no -S without images
+
+
+@needs_playbook
+def test_read_says_whether_the_pins_directory_exists(tmp_path: Path, fake_host: dict[str, Path]) -> None:
+    pins = fake_host["state"] / "pins"
+    task = ("    - name: Read\n      kiln_packages:\n        pkg_mgr: apt\n        state: read\n"
+            f"        pins_dir: {pins}\n      register: __read\n"
+            "    - name: Show\n      ansible.builtin.debug:\n"
+            "        msg: \"READ {{ __read.pins_dir }} {{ __read.pins_dir_present }} {{ __read.pins | length }}\"\n")
+    out, _, rc = _module_play(tmp_path, fake_host, task)
+    assert rc == 0 and f"READ {pins} False 0" in out, out
+    pins.mkdir()
+    (pins / "cuda.json").write_text(json.dumps({"owner": "cuda", "packages": ["libnccl2=2.28.7-1+cuda13.0"]}))
+    out, _, rc = _module_play(tmp_path, fake_host, task)
+    assert rc == 0 and f"READ {pins} True 1" in out, out
