@@ -31,7 +31,10 @@ options:
     default: default
     choices: [quick, default, acceptance, swap]
   nodes:
-    description: Per-node data, C({name: {kiln_gpu, gpu_present, expected_gpus, xid_log, tools, dcgm, nccl, sku}}).
+    description:
+      - Per-node data, C({name: {kiln_gpu, gpu_present, expected_gpus, xid_log, tools, dcgm, nccl, sku, fabric, fabric_after, rdma}}).
+      - C(fabric_after) (C({facts, why}), filter kiln_fabric_reread) is the fabric read again after the run's traffic; with
+        O(write) it is judged as fabric.counters.during_run, required for a node with expected RDMA ports.
     type: dict
     required: true
   fabric:
