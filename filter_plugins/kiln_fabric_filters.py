@@ -23,6 +23,7 @@ from kiln_compat_engine.gpudirect import kiln_gpudirect  # noqa: E402
 import kiln_fabric_text  # noqa: E402
 import kiln_fabric_checks  # noqa: E402
 import kiln_fabric_pairs  # noqa: E402
+import kiln_netdev  # noqa: E402
 
 try:  # ansible-core is always present when Ansible loads the plugin
     from ansible.errors import AnsibleFilterError
@@ -78,16 +79,23 @@ def _expected(nodes_fabric: Any) -> dict[str, dict[str, Any]]:
 
 
 def kiln_rdma_pair_plan(nodes_fabric: Any, base_port: Any = 18515) -> list[dict[str, Any]]:
-    """The ib_write_bw pairs of a burn-in: a ring over the nodes with expected RDMA ports, rail-matched,
-    using each node's expected ports that are ACTIVE now (a down port is judged by fabric.ports, not here)."""
+    """The ib_write_bw pairs of a burn-in: per rail (the k-th *expected* port of each node, so a down port
+    never shifts the others), a ring over the nodes whose rail is ACTIVE; every rail no pair measures is an
+    ``unmeasured`` entry (judged INCOMPLETE). Nodes with expected ports take part, also one whose ports are
+    all down (its partners' rails are then named unmeasured, never silently skipped)."""
     expected = _expected(nodes_fabric)
     rails: dict[str, list[dict[str, Any]]] = {}
     for node, exp in expected.items():
         facts = (nodes_fabric.get(node) or {}).get("facts")
         found, _ = kiln_fabric_checks._read_facts(facts)
         exclude = set(exp.get("exclude") or [])
-        ports = [p for p in exp.get("ports") or [] if isinstance(p, Mapping) and p.get("hca") not in exclude
-                 and (found or {}).get(p.get("port")) and kiln_fabric_checks._state(found[p["port"]])[0]]
+        ports = []
+        for port in exp.get("ports") or []:
+            if not isinstance(port, Mapping) or port.get("hca") in exclude:
+                continue
+            have = (found or {}).get(port.get("port"))
+            state = kiln_fabric_checks._state(have) if have else (False, "missing")
+            ports.append(dict(port, active=bool(state[0]), why=state[1]))
         if ports:
             rails[node] = ports
     if len(rails) < 2:
@@ -114,7 +122,7 @@ def kiln_rdma_judge(plan: Any, outputs: Any, fabric_path: Any = None) -> dict[st
     results = []
     for entry in plan:
         out = by_key.get((entry.get("client"), entry.get("client_hca"), entry.get("server"), entry.get("tcp_port")))
-        if out is None or out.get("skipped"):
+        if not isinstance(entry, Mapping) or entry.get("unmeasured") or out is None or out.get("skipped"):
             results.append(None)
             continue
         parsed = dict(kiln_fabric_text.parse_perftest(str(out.get("stdout") or "")))
@@ -159,8 +167,9 @@ def kiln_rdma_outputs(plan: Any, runs: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if not isinstance(plan, list) or not isinstance(runs, Mapping):
         return out
-    for node in sorted({e.get("client") for e in plan if isinstance(e, Mapping)}, key=str):
-        entries = [e for e in plan if isinstance(e, Mapping) and e.get("client") == node]
+    runnable = [e for e in plan if isinstance(e, Mapping) and not e.get("unmeasured")]
+    for node in sorted({e.get("client") for e in runnable}, key=str):
+        entries = [e for e in runnable if e.get("client") == node]
         run = runs.get(node) if isinstance(runs.get(node), Mapping) else {}
         try:
             results = json.loads(run.get("stdout") or "")
@@ -192,6 +201,38 @@ def kiln_fabric_key_of(nodes_fabric: Any, engine: Any) -> dict[str, Any]:
         raise AnsibleFilterError(f"kiln burn-in: cannot name the fabric: {exc}") from None
 
 
+def kiln_fabric_reread(node: Any, results: Any) -> dict[str, Any]:
+    """``{fabric_after: {facts, why}}`` of one node for the burn-in's node data: its fabric facts read again
+    after the run's own traffic, from the registered results of the delegated kiln_fabric_facts loop (each
+    item -- ``ansible_loop_var`` -- the node's name). A node that was not read, unreachable or failed gets ``facts: None`` and why
+    (fabric.counters.during_run is then INCOMPLETE, never PASS)."""
+    for result in results if isinstance(results, list) else []:
+        if not isinstance(result, Mapping) or result.get(str(result.get("ansible_loop_var") or "item")) != node:
+            continue
+        facts = (result.get("ansible_facts") or {}).get("kiln_fabric") if isinstance(
+            result.get("ansible_facts"), Mapping) else None
+        if result.get("unreachable"):
+            return {"fabric_after": {"facts": None, "why": f"{node} unreachable after the run's traffic"}}
+        if result.get("failed") or result.get("skipped") or not isinstance(facts, Mapping):
+            why = str(result.get("msg") or ("skipped" if result.get("skipped") else "no kiln_fabric facts"))
+            return {"fabric_after": {"facts": None, "why": f"reading {node} failed: {why[:200]}"}}
+        return {"fabric_after": {"facts": dict(facts), "why": None}}
+    return {"fabric_after": {"facts": None, "why": f"{node} was not read after the run's traffic"}}
+
+
+def kiln_netdev_problems(names: Any, host: Any = "this host") -> list[str]:
+    """One sentence per netdev name that may not reach a path, unit name or argv (module_utils/kiln_netdev.py:
+    at most 15 characters (Linux IFNAMSIZ), letters, digits, ``_ . -``, no leading ``-`` or ``.``), naming
+    the host and the name; ``[]`` when every name is usable. *names*: a list (or one name)."""
+    items = names if isinstance(names, list) else [names]
+    out = []
+    for name in items:
+        why = kiln_netdev.netdev_problem(name)
+        if why:
+            out.append(f"{host}: netdev name {why}")
+    return out
+
+
 class FilterModule:
     """Registry: name -> function."""
 
@@ -200,4 +241,5 @@ class FilterModule:
                 "kiln_rdma_pair_plan": kiln_rdma_pair_plan, "kiln_rdma_judge": kiln_rdma_judge,
                 "kiln_fabric_key_of": kiln_fabric_key_of, "kiln_rdma_argv": kiln_rdma_argv,
                 "kiln_rdma_outputs": kiln_rdma_outputs,
-                "kiln_rdma_node_checks": kiln_rdma_node_checks}
+                "kiln_rdma_node_checks": kiln_rdma_node_checks, "kiln_fabric_reread": kiln_fabric_reread,
+                "kiln_netdev_problems": kiln_netdev_problems}

@@ -31,7 +31,11 @@ options:
     default: default
     choices: [quick, default, acceptance, swap]
   nodes:
-    description: Per-node data, C({name: {kiln_gpu, gpu_present, expected_gpus, kernel_log, tools, dcgm, nccl, sku}}) (C(kernel_log) from module kiln_kernel_log; C(xid_log), kernel-log text already read, when it is absent).
+    description:
+      - Per-node data, C({name: {kiln_gpu, gpu_present, expected_gpus, kernel_log, tools, dcgm, nccl, sku, fabric, fabric_after, rdma}}).
+      - C(kernel_log) comes from module kiln_kernel_log; C(xid_log), kernel-log text already read, is used when it is absent.
+      - C(fabric_after) (C({facts, why}), filter kiln_fabric_reread) is the fabric read again after the run's traffic; with
+        O(write) it is judged as fabric.counters.during_run, required for a node with expected RDMA ports.
     type: dict
     required: true
   fabric:

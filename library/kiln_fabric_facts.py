@@ -55,7 +55,10 @@ attributes:
   facts:
     support: full
 notes:
-  - Counter values are cumulative; judge them as deltas between runs.
+  - Counter values are cumulative; judge them as deltas against a baseline of the same port (GUID), and on their
+    absolute value when that baseline is not provably this port's (module_utils/kiln_fabric_counters.py).
+  - A netdev name that may not reach a path or a unit name (module_utils/kiln_netdev.py) is kept and reported in
+    RV(ansible_facts.kiln_fabric.problems).
   - RoCE (Ethernet link layer) ports have no LID, so perfquery is not run for them.
 """
 

@@ -58,21 +58,35 @@ def _write(results_dir: str, relpath: str, text: str) -> str:
 
 
 def node_fabric(name: str, fab: Mapping[str, Any], gpu_node: bool,
-                rules: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+                rules: Optional[Mapping[str, Any]] = None, mode: str = "default",
+                after: Any = None, final: bool = False) -> Dict[str, Any]:
     """A node's passive fabric checks, what its PASS requires of them, and its report entry.
 
     *fab*: ``{facts, expect, history: {records, counters}, gpudirect, socket_ifname}`` from the
-    playbook (facts: ``ansible_facts['kiln_fabric']``; expect: ``kiln_burnin_fabric_expect``).
+    playbook (facts: ``ansible_facts['kiln_fabric']``; expect: ``kiln_burnin_fabric_expect``;
+    history.counters: the counter baseline, kiln_fabric_checks.counter_baseline).
+    *after*: ``{facts, why}``, the counters read again after the run's own traffic (node key
+    ``fabric_after``); with *final* (the run's verdict) it adds fabric.counters.during_run, required
+    with expected ports. *mode* ``acceptance`` requires an expectation (inventory or history).
     A malformed expectation raises kiln_fabric_checks.FabricError (a configuration error, exit 4).
     """
     facts = fab.get("facts")
     history = fab.get("history") if isinstance(fab.get("history"), Mapping) else {}
     expected = kiln_fabric_checks.expected_ports(facts, fab.get("expect"), history.get("records"), host=name)
+    acceptance = mode == "acceptance"
     checks = kiln_fabric_checks.passive_fabric_checks(facts, expected, history.get("counters"), rules,
-                                                      fab.get("gpudirect"), gpu_node)
+                                                      fab.get("gpudirect"), gpu_node, require_expectation=acceptance)
+    gap = kiln_fabric_checks.expectation_missing(expected) if acceptance else None
     required: List[str] = []
-    if expected.get("count"):
+    if expected.get("count") or gap:
         required += list(FABRIC_REQUIRED) + (["fabric.gpudirect"] if gpu_node else [])
+    if final and (expected.get("count") or gap):
+        rules = rules if rules is not None else kiln_fabric_checks.load_fabric_thresholds()
+        during = kiln_fabric_checks.during_run_check(facts, after, expected, rules)
+        if gap:
+            during.update(status=INCOMPLETE, detail=f"{gap} (measured: {during['status']} {during['detail']})"[:600])
+        checks.append(during)
+        required.append(kiln_fabric_checks.DURING_RUN_CHECK)
     env = kiln_fabric_pairs.nccl_env(facts, expected, fab.get("socket_ifname"))
     ports = []
     for hca in (facts or {}).get("hcas") or [] if isinstance(facts, Mapping) else []:
@@ -82,10 +96,16 @@ def node_fabric(name: str, fab: Mapping[str, Any], gpu_node: bool,
                               "fw_ver": hca.get("fw_ver"), "link_layer": port.get("link_layer"),
                               "state": port.get("state"), "phys_state": port.get("phys_state"),
                               "rate": port.get("rate"), "netdevs": port.get("netdevs")})
+    after_facts = after.get("facts") if isinstance(after, Mapping) else None
+    baseline = history.get("counters") if isinstance(history.get("counters"), Mapping) else {}
     entry = {"ports": ports, "expected": expected.get("why"), "expected_source": expected.get("source"),
              "nccl_env": env.get("env"), "nccl_env_why": env.get("why"),
              "gpudirect": (fab.get("gpudirect") or {}).get("method") if isinstance(fab.get("gpudirect"), Mapping) else None,
              "counters": kiln_fabric_checks.counter_snapshot(facts),
+             "identity": kiln_fabric_checks.counter_identity(facts),
+             "counters_after": kiln_fabric_checks.counter_snapshot(after_facts) if after_facts is not None else None,
+             "identity_after": kiln_fabric_checks.counter_identity(after_facts) if after_facts is not None else None,
+             "baseline": {"run_id": baseline.get("run_id"), "note": baseline.get("note")},
              "history": kiln_fabric_checks.history_fabric(facts, expected)}
     return {"checks": checks, "required": required, "entry": entry}
 
@@ -185,7 +205,7 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
         fabric_required: List[str] = []
         fabric_entry = None
         if isinstance(node.get("fabric"), Mapping):
-            fab = node_fabric(name, node["fabric"], gpu_node, fabric_rules)
+            fab = node_fabric(name, node["fabric"], gpu_node, fabric_rules, mode, node.get("fabric_after"), final)
             checks += fab["checks"]
             fabric_required, fabric_entry = fab["required"], fab["entry"]
         if node.get("rdma"):
@@ -421,11 +441,37 @@ def history_records(summary: Mapping[str, Any], versions: Mapping[str, Any], fin
                                          str(record.get("status")), versions.get(node), values)
         fabric = record.get("fabric") if isinstance(record.get("fabric"), Mapping) else None
         if fabric is not None:
-            # Counters of every run (growth is judged run to run); the ports only from a PASS (the expectation).
-            out[node]["fabric"] = {"counters": fabric.get("counters") or {}}
-            if record.get("status") in kiln_baseline.PASSING:
-                out[node]["fabric"]["ports"] = (fabric.get("history") or {}).get("ports") or []
+            out[node]["fabric"] = fabric_record(record, fabric)
         count = next((c for c in record.get("checks") or [] if c.get("id") == "gpu.count"), None)
         if count and count.get("status") == PASS and kiln_verdict.is_finite(count.get("value")):
             out[node]["gpus"] = int(count["value"])
+    return out
+
+
+def fabric_record(record: Mapping[str, Any], fabric: Mapping[str, Any]) -> Dict[str, Any]:
+    """A node's history ``fabric`` entry. The counter baseline (counters and port identity, the read
+    after the run's traffic where there is one) only from a run that passed for the node with
+    fabric.counters and fabric.counters.during_run PASS: a FAIL or INCOMPLETE run, or counters at a
+    warn level, never move the baseline (the next run is judged against the same one). The expected
+    ports only from a PASS/WARN (the expectation of the next runs)."""
+    status = {c.get("id"): c.get("status") for c in record.get("checks") or [] if isinstance(c, Mapping)}
+    passed = record.get("status") in kiln_baseline.PASSING
+    why = None
+    if not passed:
+        why = f"node {record.get('status')}: a FAIL or INCOMPLETE run never writes a counter baseline"
+    elif status.get("fabric.counters") != PASS:
+        why = f"fabric.counters {status.get('fabric.counters') or 'not judged'}: the baseline stays where it was"
+    elif status.get(kiln_fabric_checks.DURING_RUN_CHECK, PASS) != PASS:
+        why = f"fabric.counters.during_run {status.get(kiln_fabric_checks.DURING_RUN_CHECK)}: the baseline stays"
+    out: Dict[str, Any] = {}
+    if why is None:
+        counters = dict(fabric.get("counters") or {})
+        identity = dict(fabric.get("identity") or {})
+        counters.update(fabric.get("counters_after") or {})
+        identity.update(fabric.get("identity_after") or {})
+        out.update(counters=counters, identity=identity)
+    else:
+        out["baseline_kept"] = why
+    if passed:
+        out["ports"] = (fabric.get("history") or {}).get("ports") or []
     return out

@@ -14,7 +14,7 @@ import statistics
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 try:
-    from ansible.module_utils import kiln_baseline, kiln_isolate, kiln_verdict
+    from ansible.module_utils import kiln_baseline, kiln_fabric_counters, kiln_isolate, kiln_verdict
     from ansible.module_utils.kiln_burnin_checks import (
         BASELINE_CHECK, FAIL, INCOMPLETE, PAIR_CHECK, PASS, SKIP, WARN, check, nccl_check, pair_band,
     )
@@ -22,6 +22,7 @@ try:
     from ansible.module_utils.kiln_sinfo import DOWN, DRAINED, UNRECOGNISED, condition
 except ImportError:  # imported as a top-level module (unit tests)
     import kiln_baseline  # type: ignore[no-redef]
+    import kiln_fabric_counters  # type: ignore[no-redef]
     import kiln_isolate  # type: ignore[no-redef]
     import kiln_verdict  # type: ignore[no-redef]
     from kiln_burnin_checks import (  # type: ignore[no-redef]
@@ -208,14 +209,14 @@ def history_gpus(records: Sequence[Mapping[str, Any]]) -> Optional[int]:
 
 def fabric_history(records: Sequence[Mapping[str, Any]], keep: int = 5) -> Dict[str, Any]:
     """What the fabric checks need of a node's history: the newest records that carry a ``fabric``
-    entry (for the expected ports of its last PASS) and the counters of the newest one (the
-    previous run's snapshot, whatever its verdict: counter growth is judged run to run)."""
+    entry (for the expected ports of its last PASS) and the counter baseline
+    (kiln_fabric_counters.counter_baseline: the snapshot and port GUIDs of the newest run that
+    passed; a failing run's counters are never the next baseline)."""
     with_fabric = [r for r in records or [] if isinstance(r, Mapping) and isinstance(r.get("fabric"), Mapping)]
-    latest = with_fabric[-1]["fabric"] if with_fabric else {}
-    counters = latest.get("counters") if isinstance(latest.get("counters"), Mapping) else None
+    baseline = kiln_fabric_counters.counter_baseline(with_fabric)
     return {"records": [{"status": r.get("status"), "run_id": r.get("run_id"), "fabric": r["fabric"]}
                         for r in with_fabric[-keep:]],
-            "counters": counters, "counters_run": with_fabric[-1].get("run_id") if with_fabric else None}
+            "counters": baseline, "counters_run": baseline.get("run_id")}
 
 
 def pair_records(items: Sequence[Mapping[str, Any]], round_no: int,

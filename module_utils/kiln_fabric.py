@@ -37,6 +37,11 @@ import os
 import re
 from typing import Any, Mapping, Optional
 
+try:
+    from ansible.module_utils.kiln_netdev import netdev_problem
+except ImportError:  # imported as a top-level module (unit tests)
+    from kiln_netdev import netdev_problem  # type: ignore[no-redef]
+
 SCHEMA = "kiln.fabric/v1"
 
 #: sysfs ``hca_type`` -> HCA generation. The number is the PCI device id in decimal
@@ -342,8 +347,12 @@ def _parse_port(files: Mapping[str, str], hca: str, port_name: str, netdev_ports
             lids[key] = None
     netdevs = set(netdev_ports.get(port, []))
     ndev = _get(files, prefix + "gid_attrs/ndevs/0")
-    if ndev is not None and _NAME_RE.match(ndev):
+    if ndev is not None:
         netdevs.add(ndev)
+    for netdev in sorted(netdevs, key=_sort_key):
+        why = netdev_problem(netdev)
+        if why:  # kept, so that a consumer that builds paths from it refuses naming it (role rdma_node)
+            problems.append(f"{where}: netdev name {why}; not usable in a path or unit name")
     counters = _parse_counters(files, prefix + "counters/", where, problems)
     entry: dict[str, Any] = {
         "port": port,

@@ -11,7 +11,11 @@ INCOMPLETE. Bad configuration (``kiln_burnin_fabric_expect``, rules, plans) rais
 Expectation (:func:`expected_ports`), field by field: the inventory's
 ``kiln_burnin_fabric_expect``, else the node's last PASS in its history (``history_fabric``),
 else the node itself (weaker: a port the node never had cannot be missed, its down ports only
-WARN, and its rate is its own best active rate per link layer).
+WARN, and its rate is its own best active rate per link layer). Acceptance mode refuses the last:
+the checks that depend on the expectation are INCOMPLETE naming the variable.
+
+The shared base (constants, facts reader, rules file) is ``kiln_fabric_base``; the error counters
+(identity, baseline, growth during the run) are ``kiln_fabric_counters``; both re-exported here.
 
 The NCCL environment, the floors' fabric key and the ib_write_bw pair test are in
 ``kiln_fabric_pairs``.
@@ -19,137 +23,38 @@ The NCCL environment, the floors' fabric key and the ib_write_bw pair test are i
 
 from __future__ import annotations
 
-import copy
-import math
-import os
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 try:
     from ansible.module_utils import kiln_verdict
+    from ansible.module_utils.kiln_fabric_base import (  # noqa: F401  (re-exported: kiln_fabric_pairs, filters, tests)
+        _CHECKS, _CONFIDENCES, _EXPECT_KEYS, _IFNAME, _MAX_RATE, _NAME, DURING_RUN_CHECK, ERROR_COUNTERS, EXPECT_VAR,
+        FABRIC_KEYS, FACTS_SCHEMA, FAIL, INCOMPLETE, LANE_SPEEDS, LINK_LAYERS, PASS, RDMA_ENGINES, SCHEMA, SKIP,
+        TCP_ENGINES, WARN, WIDTHS, FabricError, _count, _describe, _natural, _rate, _read_facts, _show, _speed, _state,
+        check, default_fabric_path, load_fabric_thresholds, validate_fabric_thresholds,
+    )
+    from ansible.module_utils.kiln_fabric_counters import (  # noqa: F401  (re-exported)
+        counter_baseline, counter_check, counter_deltas, counter_identity, counter_snapshot, during_run_check,
+        port_identity,
+    )
 except ImportError:  # imported as a top-level module (unit tests)
     import kiln_verdict  # type: ignore[no-redef]
+    from kiln_fabric_base import (  # type: ignore[no-redef]  # noqa: F401
+        _CHECKS, _CONFIDENCES, _EXPECT_KEYS, _IFNAME, _MAX_RATE, _NAME, DURING_RUN_CHECK, ERROR_COUNTERS, EXPECT_VAR,
+        FABRIC_KEYS, FACTS_SCHEMA, FAIL, INCOMPLETE, LANE_SPEEDS, LINK_LAYERS, PASS, RDMA_ENGINES, SCHEMA, SKIP,
+        TCP_ENGINES, WARN, WIDTHS, FabricError, _count, _describe, _natural, _rate, _read_facts, _show, _speed, _state,
+        check, default_fabric_path, load_fabric_thresholds, validate_fabric_thresholds,
+    )
+    from kiln_fabric_counters import (  # type: ignore[no-redef]  # noqa: F401
+        counter_baseline, counter_check, counter_deltas, counter_identity, counter_snapshot, during_run_check,
+        port_identity,
+    )
 
-__all__ = ["ERROR_COUNTERS", "FabricError", "SCHEMA", "counter_deltas", "counter_snapshot", "expected_ports",
-           "history_fabric", "load_fabric_thresholds", "passive_fabric_checks", "validate_fabric_thresholds"]
+__all__ = ["DURING_RUN_CHECK", "ERROR_COUNTERS", "FabricError", "SCHEMA", "counter_baseline", "counter_deltas",
+           "counter_identity", "counter_snapshot", "during_run_check", "expected_ports", "history_fabric",
+           "load_fabric_thresholds", "passive_fabric_checks", "validate_fabric_thresholds"]
 
-PASS, WARN, FAIL, INCOMPLETE, SKIP = (kiln_verdict.PASS, kiln_verdict.WARN, kiln_verdict.FAIL,
-                                      kiln_verdict.INCOMPLETE, kiln_verdict.SKIP)
-SCHEMA = "kiln.burnin.fabric/v1"
-FACTS_SCHEMA = "kiln.fabric/v1"
-EXPECT_VAR = "kiln_burnin_fabric_expect"
-#: sysfs counters/ names of the error counters (data counters such as port_xmit_data are not errors).
-ERROR_COUNTERS = ("symbol_error", "link_downed", "port_rcv_errors", "link_error_recovery", "port_xmit_discards",
-                  "port_rcv_remote_physical_errors", "local_link_integrity_errors", "excessive_buffer_overrun_errors",
-                  "port_xmit_constraint_errors", "port_rcv_constraint_errors", "VL15_dropped")
-FABRIC_KEYS = ("ib_xdr", "ib_ndr", "ib_hdr", "ib_edr", "roce400", "roce200", "roce100")
-LINK_LAYERS = ("InfiniBand", "Ethernet")
-WIDTHS = ("1X", "2X", "4X", "8X", "12X")
-#: InfiniBand lane speeds (Gb/s per lane) -> name, for the detail texts.
-LANE_SPEEDS = ((200, "XDR"), (100, "NDR"), (50, "HDR"), (25, "EDR"), (14, "FDR"), (10, "QDR"), (5, "DDR"), (2.5, "SDR"))
-TCP_ENGINES = ("cpu", "kiln-cpu", "gloo", "mpi", "tcp")
-RDMA_ENGINES = ("nccl-tests", "nccl")
-_CONFIDENCES = ("VERIFIED", "DERIVED", "REPORTED", "UNVERIFIED", "SITE")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,14}$")
-_EXPECT_KEYS = ("ports", "rate_gbps", "width", "link_layer", "exclude", "hcas", "gid_index")
-_MAX_RATE = 10000.0
-_CHECKS = ("fabric.facts", "fabric.ports", "fabric.rate", "fabric.counters", "fabric.gpudirect")
-
-
-class FabricError(kiln_verdict.KilnConfigError):
-    """A configuration problem of the fabric checks (inventory, rules file, plan): exit code 4."""
-
-
-def check(check_id: str, status: str, detail: str = "", **fields: Any) -> Dict[str, Any]:
-    return kiln_verdict.make_check(check_id, status, detail=detail, **fields)
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _rate(value: Any) -> Optional[float]:
-    """A plausible link rate in Gb/s (finite, 0 < r <= 10000), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        rate = float(value)
-    except OverflowError:
-        return None
-    return rate if math.isfinite(rate) and 0 < rate <= _MAX_RATE else None
-
-
-def _natural(name: str) -> Tuple[Any, ...]:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(name)))
-
-
-def _speed(rate: Optional[float], width: Optional[str]) -> Optional[str]:
-    lanes = int(width[:-1]) if isinstance(width, str) and width in WIDTHS else None
-    if rate is None or not lanes:
-        return None
-    return next((name for per_lane, name in LANE_SPEEDS if abs(rate / lanes - per_lane) < 0.01 * per_lane), None)
-
-
-def _describe(rate: Optional[float], width: Optional[str], speed: Optional[str]) -> str:
-    text = "unknown rate" if rate is None else f"{rate:g} Gb/s"
-    extra = " ".join(str(p) for p in (width, speed) if p)
-    return f"{text} ({extra})" if extra else text
-
-
-# --------------------------------------------------------------------------- facts
-
-
-def _read_facts(facts: Any) -> Tuple[Optional[Dict[str, Dict[str, Any]]], List[str]]:
-    """(ports by name, problems); ports None when the facts are unusable as a whole."""
-    if not isinstance(facts, Mapping):
-        return None, [f"no fabric facts (got {type(facts).__name__}): run the fabric_facts role first"]
-    raw = facts.get("problems") if facts.get("problems") is not None else []
-    problems = [str(p)[:200] for p in raw] if isinstance(raw, list) else [f"facts problems is not a list: {_show(raw)}"]
-    if facts.get("schema") != FACTS_SCHEMA:
-        return None, problems + [f"fabric facts schema {_show(facts.get('schema'))}, expected {FACTS_SCHEMA!r}"]
-    hcas = facts.get("hcas")
-    if not isinstance(hcas, list):
-        return None, problems + [f"fabric facts hcas is not a list: {_show(hcas)}"]
-    ports: Dict[str, Dict[str, Any]] = {}
-    for position, hca in enumerate(hcas):
-        name = hca.get("name") if isinstance(hca, Mapping) else None
-        if not isinstance(name, str) or not _NAME.match(name):
-            problems.append(f"HCA #{position}: name {_show(name)} is not an RDMA device name")
-            continue
-        hca_ports = hca.get("ports")
-        if not isinstance(hca_ports, list):
-            problems.append(f"{name}: ports is not a list: {_show(hca_ports)}")
-            continue
-        for port in hca_ports:
-            number = port.get("port") if isinstance(port, Mapping) else None
-            if not _count(number) or not 0 < number < 256:
-                problems.append(f"{name}: port number {_show(number)} is not 1-255")
-                continue
-            key = f"{name}/{number}"
-            if key in ports:
-                problems.append(f"{key}: listed twice (contradictory facts)")
-            ports[key] = dict(port, hca=name, ib_port=number, name=key)
-    return ports, problems
-
-
-def _state(port: Mapping[str, Any]) -> Tuple[Optional[bool], str]:
-    """(ACTIVE and LinkUp?, 'DOWN (Polling)'-style text); None when unknown or contradictory."""
-    state, phys = port.get("state"), port.get("phys_state")
-    text = f"{state if isinstance(state, str) else _show(state)} ({phys if isinstance(phys, str) else _show(phys)})"
-    if not isinstance(state, str) or not isinstance(phys, str):
-        return None, text + ": state not reported"
-    active, up = state.strip().upper() == "ACTIVE", phys.strip().lower() == "linkup"
-    for code, want, flag in (("state_code", 4, active), ("phys_state_code", 5, up)):
-        value = port.get(code)
-        if value is not None and (not _count(value) or (value == want) != flag):
-            return None, text + f": contradicts {code} {_show(value)}"
-    return active and up, text
 
 
 # --------------------------------------------------------------------------- expectation
@@ -306,151 +211,6 @@ def history_fabric(facts: Any, expected: Mapping[str, Any]) -> Dict[str, Any]:
     return {"ports": ports}
 
 
-# --------------------------------------------------------------------------- rules file
-
-
-def default_fabric_path() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.join(os.path.dirname(here), "data", "burnin_fabric.yml")
-
-
-def _rule_meta(where: str, rule: Mapping[str, Any]) -> None:
-    if rule.get("confidence") not in _CONFIDENCES:
-        raise FabricError(f"{where}: confidence {_show(rule.get('confidence'))} is not one of {', '.join(_CONFIDENCES)}")
-    if not isinstance(rule.get("source"), str) or not rule["source"].strip():
-        raise FabricError(f"{where}: no source (say where the value comes from)")
-
-
-def validate_fabric_thresholds(data: Any, where: str = "fabric rules") -> Dict[str, Any]:
-    """Check a loaded rules document (types, finite, warn <= fail); FabricError naming the entry."""
-    if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
-        raise FabricError(f"{where}: not a kiln fabric rules file (schema must be {SCHEMA!r})")
-    limit = (data.get("limits") or {}).get("counter_max") if isinstance(data.get("limits"), Mapping) else None
-    if not _count(limit) or limit < 1:
-        raise FabricError(f"{where}: limits.counter_max must be a positive integer, got {_show(limit)}")
-    counters = data.get("counters")
-    if not isinstance(counters, Mapping):
-        raise FabricError(f"{where}: no 'counters' mapping")
-    for name in counters:
-        if name not in ERROR_COUNTERS:
-            raise FabricError(f"{where}: counters.{_show(name)} is not an error counter ({', '.join(ERROR_COUNTERS)})")
-    for name in ERROR_COUNTERS:
-        rule, at = counters.get(name), f"{where}: counters.{name}"
-        if not isinstance(rule, Mapping):
-            raise FabricError(f"{at}: missing or not a mapping")
-        extra = sorted(str(k) for k in rule if k not in ("warn", "fail", "bits", "required", "confidence", "source"))
-        if extra:
-            raise FabricError(f"{at}: unknown key(s) {', '.join(extra)}")
-        _rule_meta(at, rule)
-        warn, fail, bits = rule.get("warn"), rule.get("fail"), rule.get("bits")
-        if not _count(warn) or not 1 <= warn < limit:
-            raise FabricError(f"{at}.warn must be a whole number 1..counter_max, got {_show(warn)}")
-        if fail is not None and (not _count(fail) or not warn <= fail < limit):
-            raise FabricError(f"{at}.fail must be null or a whole number >= warn ({warn}), got {_show(fail)}")
-        if bits is not None and (not _count(bits) or not 1 <= bits <= 64):
-            raise FabricError(f"{at}.bits must be 1-64, got {_show(bits)}")
-        if not isinstance(rule.get("required", False), bool):
-            raise FabricError(f"{at}.required must be true or false")
-    rdma = data.get("rdma_write_bw")
-    floors = rdma.get("floors") if isinstance(rdma, Mapping) else None
-    if not isinstance(floors, Mapping) or not floors:
-        raise FabricError(f"{where}: no rdma_write_bw.floors mapping")
-    for key, entry in floors.items():
-        at = f"{where}: rdma_write_bw.floors.{_show(key)}"
-        if key not in FABRIC_KEYS or not isinstance(entry, Mapping):
-            raise FabricError(f"{at}: keys are {', '.join(FABRIC_KEYS)}, each {{value, confidence, source}}")
-        _rule_meta(at, entry)
-        if _rate(entry.get("value")) is None:
-            raise FabricError(f"{at}.value must be a finite rate in Gb/s (0 < value <= {_MAX_RATE:g}), "
-                              f"got {_show(entry.get('value'))}")
-    return copy.deepcopy(dict(data))
-
-
-def load_fabric_thresholds(path: Optional[str] = None) -> Dict[str, Any]:
-    """Load and validate ``data/burnin_fabric.yml`` (or *path*); FabricError on a bad file."""
-    path = path or default_fabric_path()
-    return validate_fabric_thresholds(kiln_verdict.read_yaml(path, "fabric rules", FabricError), path)
-
-
-# --------------------------------------------------------------------------- counters
-
-
-def counter_snapshot(facts: Any, counter_max: int = 2 ** 64 - 1) -> Dict[str, Dict[str, int]]:
-    """``{"mlx5_0/1": {"symbol_error": 0, ...}}``: the plausible error counters of every port."""
-    found, _ = _read_facts(facts)
-    out: Dict[str, Dict[str, int]] = {}
-    for name, port in (found or {}).items():
-        counters = port.get("counters") if isinstance(port.get("counters"), Mapping) else {}
-        out[name] = {c: counters[c] for c in ERROR_COUNTERS
-                     if _count(counters.get(c)) and 0 <= counters[c] <= counter_max}
-    return out
-
-
-def counter_deltas(current: Any, previous: Any) -> Dict[str, Dict[str, Dict[str, Any]]]:
-    """Per port and counter ``{value, previous, delta, reset}``: delta None without a usable previous
-    value, and None with reset True when the counter went down (cleared or HCA replaced)."""
-    out: Dict[str, Dict[str, Dict[str, Any]]] = {}
-    previous = previous if isinstance(previous, Mapping) else {}
-    for port, counters in (current.items() if isinstance(current, Mapping) else ()):
-        before = previous.get(port) if isinstance(previous.get(port), Mapping) else {}
-        for name, value in (counters.items() if isinstance(counters, Mapping) else ()):
-            if not _count(value):
-                continue
-            old = before.get(name) if _count(before.get(name)) and before.get(name) >= 0 else None
-            reset = old is not None and value < old
-            out.setdefault(port, {})[name] = {"value": value, "previous": old, "reset": reset,
-                                              "delta": None if old is None or reset else value - old}
-    return out
-
-
-def _counter_check(found: Mapping[str, Dict[str, Any]], wanted: Sequence[str], previous: Any,
-                   rules: Mapping[str, Any]) -> Dict[str, Any]:
-    limit = rules["limits"]["counter_max"]
-    bad, notes, statuses = [], [], [PASS]
-    have_previous = isinstance(previous, Mapping) and bool(previous)
-    current = {n: dict(found[n].get("counters")) if isinstance(found[n].get("counters"), Mapping) else {}
-               for n in wanted}
-    deltas = counter_deltas(current, previous if have_previous else {})
-    worst_delta = 0
-    for port in wanted:
-        for name in ERROR_COUNTERS:
-            rule, value = rules["counters"][name], current[port].get(name)
-            if value is None:
-                if rule.get("required"):
-                    statuses.append(INCOMPLETE)
-                    bad.append(f"{port} {name} not reported")
-                continue
-            if not _count(value) or not 0 <= value <= limit:
-                statuses.append(INCOMPLETE)
-                bad.append(f"{port} {name} {_show(value)} is not a plausible count")
-                continue
-            entry = deltas[port][name]
-            if entry["reset"]:
-                notes.append(f"{port} {name} {value} < {entry['previous']} before: counters cleared or HCA replaced; "
-                             "baseline restarts")
-                continue
-            delta = entry["delta"] if entry["delta"] is not None else value
-            since = "since the last run" if entry["delta"] is not None else "since the counters were cleared"
-            worst_delta = max(worst_delta, delta)
-            saturated = rule.get("bits") is not None and value >= 2 ** rule["bits"] - 1
-            if rule.get("fail") is not None and delta >= rule["fail"]:
-                statuses.append(FAIL)
-                bad.append(f"{port} {name} +{delta} {since} (fail >= {rule['fail']})")
-            elif delta >= rule["warn"]:
-                statuses.append(WARN)
-                bad.append(f"{port} {name} +{delta} {since} (warn >= {rule['warn']})")
-            elif saturated:
-                statuses.append(WARN)
-                bad.append(f"{port} {name} saturated at {value}: its growth is unknown; clear the counters "
-                           "(perfquery -R or ibclearerrors) and re-run")
-    status = kiln_verdict.worst(statuses) or INCOMPLETE
-    lead = "deltas since the last run" if have_previous else \
-        "no previous counter snapshot: judged on absolute values since the counters were last cleared"
-    detail = "; ".join(bad) if bad else f"no error counter at its warn threshold on {len(wanted)} port(s)"
-    return check("fabric.counters", status, f"{detail} ({lead}{'; ' + '; '.join(notes) if notes else ''})",
-                 metric="max_error_delta", value=worst_delta, unit="errors", thresholds="data/burnin_fabric.yml")
-
-
 # --------------------------------------------------------------------------- passive checks
 
 
@@ -477,16 +237,46 @@ def _gpudirect_check(facts: Mapping[str, Any], plan: Any, gpu_node: bool) -> Dic
                  "present (" + ", ".join(needs) + ")"), method=method)
 
 
+#: The checks whose verdict depends on what is expected (INCOMPLETE in acceptance mode without an expectation).
+EXPECTATION_CHECKS = ("fabric.ports", "fabric.rate", "fabric.counters")
+
+
+def expectation_missing(expected: Any) -> Optional[str]:
+    """Why *expected* (:func:`expected_ports`) cannot carry an acceptance verdict, or None when it can:
+    an expectation from the node itself cannot miss a vanished HCA or a fleet-wide half-rate link."""
+    if isinstance(expected, Mapping) and expected.get("source") in ("inventory", "history"):
+        return None
+    return (f"acceptance mode needs an expectation of this node's fabric: set {EXPECT_VAR} (e.g. {{ports: 8, "
+            "rate_gbps: 400, width: 4X, link_layer: InfiniBand, exclude: [mlx5_8]}; {ports: 0} for a node without "
+            "RDMA) or let a default-mode PASS record it in the history; judged from the node itself, a vanished HCA "
+            "or a fleet-wide half-rate link would pass")
+
+
 def passive_fabric_checks(facts: Any, expected: Mapping[str, Any], previous_counters: Any = None,
                           thresholds: Optional[Mapping[str, Any]] = None, gpudirect: Any = None,
-                          gpu_node: bool = False) -> List[Dict[str, Any]]:
+                          gpu_node: bool = False, require_expectation: bool = False) -> List[Dict[str, Any]]:
     """fabric.facts, fabric.ports, fabric.rate, fabric.counters and fabric.gpudirect for one node.
 
-    *expected* is :func:`expected_ports`; *previous_counters* the node's last
-    :func:`counter_snapshot`; *thresholds* :func:`load_fabric_thresholds` (loaded when None);
+    *expected* is :func:`expected_ports`; *previous_counters* the node's counter baseline
+    (:func:`counter_baseline`, matched by port GUID) or a bare :func:`counter_snapshot` (compared
+    by port name); *thresholds* :func:`load_fabric_thresholds` (loaded when None);
     *gpudirect* the stack's plan ``{"method": dma_buf|peermem|none}``; *gpu_node*: the node has or
-    should have GPUs (a GPU node without a plan is INCOMPLETE, never SKIP).
+    should have GPUs (a GPU node without a plan is INCOMPLETE, never SKIP). *require_expectation*
+    (acceptance mode): without an expectation from the inventory or the history, fabric.ports,
+    fabric.rate and fabric.counters are INCOMPLETE naming ``kiln_burnin_fabric_expect``.
     """
+    checks = _passive(facts, expected, previous_counters, thresholds, gpudirect, gpu_node)
+    why = expectation_missing(expected) if require_expectation else None
+    if why:
+        for item in checks:
+            if item["id"] in EXPECTATION_CHECKS:
+                measured = f" (measured against the node itself: {item['status']} {item.get('detail') or ''})"
+                item.update(status=INCOMPLETE, detail=why + measured[:400])
+    return checks
+
+
+def _passive(facts: Any, expected: Mapping[str, Any], previous_counters: Any, thresholds: Optional[Mapping[str, Any]],
+             gpudirect: Any, gpu_node: bool) -> List[Dict[str, Any]]:
     rules = validate_fabric_thresholds(thresholds) if thresholds is not None else load_fabric_thresholds()
     if not isinstance(expected, Mapping) or not isinstance(expected.get("ports"), list) \
             or not _count(expected.get("count")):
@@ -564,7 +354,7 @@ def passive_fabric_checks(facts: Any, expected: Mapping[str, Any], previous_coun
                         value=min(rates) if rates and not bad else None, unit="Gb/s",
                         floor=min((p["rate_gbps"] for p in present if _rate(p.get("rate_gbps"))), default=None)))
     names = [p["port"] for p in present]
-    checks.append(_counter_check(found, names, previous_counters, rules) if names else
+    checks.append(counter_check(found, names, previous_counters, rules) if names else
                   check("fabric.counters", INCOMPLETE if expected["count"] else SKIP, "no expected port to read"))
     checks.append(_gpudirect_check(facts, gpudirect, gpu_node) if expected["count"] or gpudirect is not None else
                   check("fabric.gpudirect", SKIP, "no RDMA port expected: GPUDirect RDMA not used"))

@@ -15,7 +15,10 @@ it is *low* below the floor of its link key. Per HCA of a node (an *end*):
 * any other low link (the end passed with another partner, the partner is not blamed) -> both ends
   are **suspects** (WARN: cable, switch port or either HCA; rerun to confirm);
 * a missing, unparseable, failed, timed-out or non-finite result, or a result from another HCA
-  than planned -> INCOMPLETE naming the pair and HCA (FAIL still wins).
+  than planned -> INCOMPLETE naming the pair and HCA (FAIL still wins);
+* a rail no pair measured (its own port down, or no other node with that rail ACTIVE: an
+  ``unmeasured`` plan entry) -> INCOMPLETE naming the rail and why: a node never PASSes with a
+  rail unmeasured, and a down port never shifts the rails of the others.
 
 A node whose every link is at or above its floor is never blamed nor a suspect.
 """
@@ -143,27 +146,63 @@ def _rails(node: str, value: Any) -> List[Dict[str, Any]]:
         name = name.replace(":", "/") if isinstance(name, str) else name
         if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/\d{1,3}$", name):
             raise FabricError(f"{node}: rail {_show(port.get('port'))} is not an RDMA port like mlx5_0/1")
+        active = port.get("active", True)
+        if not isinstance(active, bool):
+            raise FabricError(f"{node}: rail {name}: active must be true or false, got {_show(active)}")
         out.append({"hca": name.split("/")[0], "ib_port": int(name.split("/")[1]),
-                    "rate": _rate(port.get("rate_gbps")), "layer": port.get("link_layer")})
+                    "rate": _rate(port.get("rate_gbps")), "layer": port.get("link_layer"), "active": active,
+                    "why": str(port.get("why") or "not ACTIVE")[:120]})
     return out
 
 
+def _gap(node: str, rail: int, mine: Mapping[str, Any], why: str) -> Dict[str, Any]:
+    """A rail of *node* that no ib_write_bw measures (``unmeasured`` says why): judge_rdma_bw makes it
+    INCOMPLETE. The runnable entries carry ``unmeasured: None`` (the playbook selects them by it)."""
+    return {"client": node, "server": None, "client_hca": mine["hca"], "server_hca": None, "ib_port": mine["ib_port"],
+            "server_ib_port": None, "tcp_port": None, "rail": rail, "rate_gbps": None, "link_key": None,
+            "unmeasured": why, "down": not mine["active"]}
+
+
 def rdma_pair_plan(nodes_ports: Mapping[str, Any], base_port: int = 18515) -> List[Dict[str, Any]]:
-    """ib_write_bw pairs: a ring over the sorted nodes (node i is the client of node i+1; one pair
-    for 2 nodes), rail-matched (the k-th expected port of each), TCP port base_port + k."""
+    """ib_write_bw pairs, rail-matched: rail k is the k-th *expected* port of each node (a down port
+    keeps its rail, so it never shifts the others). Per rail, a ring over the sorted nodes whose rail k
+    is ACTIVE (node i is the client of node i+1; one pair for 2 nodes), TCP port base_port + k.
+
+    Each port may carry ``active`` (default true) and ``why``. With 2 or more nodes, every rail no pair
+    measures is an entry with ``unmeasured`` (why) and ``down`` (its own port is not ACTIVE: fabric.ports
+    names it) -- judge_rdma_bw makes it INCOMPLETE, so a node never PASSes rdma.write_bw with a rail
+    unmeasured. Runnable entries have ``unmeasured: None``. One node (or none): ``[]``.
+    """
     if not isinstance(nodes_ports, Mapping):
         raise FabricError("rdma_pair_plan: nodes_ports must map each node to its expected ports")
     nodes = sorted(str(n) for n in nodes_ports)
     if any(not _NAME.match(n) for n in nodes):
         raise FabricError(f"rdma_pair_plan: node names must be host names, got {', '.join(_show(n) for n in nodes)}")
     rails = {n: _rails(n, nodes_ports[n]) for n in nodes}
-    if not _count(base_port) or not 1024 <= base_port <= 65535 - max((len(r) for r in rails.values()), default=0):
+    width = max((len(r) for r in rails.values()), default=0)
+    if not _count(base_port) or not 1024 <= base_port <= 65535 - width:
         raise FabricError(f"rdma_pair_plan: base_port must be a TCP port 1024-65535 leaving room for every rail, "
                           f"got {_show(base_port)}")
-    plan = []
-    for index, client in enumerate(nodes if len(nodes) > 2 else nodes[:1] if len(nodes) == 2 else []):
-        server = nodes[(index + 1) % len(nodes)]
-        for rail, (mine, theirs) in enumerate(zip(rails[client], rails[server])):
+    if len(nodes) < 2:
+        return []
+    rings = {k: [n for n in nodes if k < len(rails[n]) and rails[n][k]["active"]] for k in range(width)}
+    plan, gaps = [], []
+    for client in nodes:
+        for rail, mine in enumerate(rails[client]):
+            ring = rings[rail]
+            if not mine["active"]:
+                gaps.append(_gap(client, rail, mine, f"its port {mine['hca']}/{mine['ib_port']} is {mine['why']} "
+                                                     "(fabric.ports)"))
+                continue
+            if len(ring) < 2:
+                down = [f"{n} {rails[n][rail]['hca']}" for n in nodes if n != client and rail < len(rails[n])]
+                gaps.append(_gap(client, rail, mine, f"no other node has rail {rail} ACTIVE"
+                                 + (f" ({', '.join(down)} not ACTIVE)" if down else " (the other nodes have fewer rails)")))
+                continue
+            if len(ring) == 2 and ring[0] != client:
+                continue
+            server = ring[(ring.index(client) + 1) % len(ring)]
+            theirs = rails[server][rail]
             if mine["layer"] and theirs["layer"] and mine["layer"] != theirs["layer"]:
                 raise FabricError(f"rail {rail}: {client} {mine['hca']} is {mine['layer']} but {server} "
                                   f"{theirs['hca']} is {theirs['layer']}; they cannot be paired")
@@ -172,8 +211,8 @@ def rdma_pair_plan(nodes_ports: Mapping[str, Any], base_port: int = 18515) -> Li
                          "ib_port": mine["ib_port"], "server_ib_port": theirs["ib_port"], "tcp_port": base_port + rail,
                          "rail": rail, "rate_gbps": min(rates) if len(rates) == 2 else None,
                          "link_key": _link_key(min(rates), mine["layer"] or theirs["layer"]) if len(rates) == 2
-                         else None})
-    return plan
+                         else None, "unmeasured": None})
+    return plan + gaps
 
 
 def _floor_table(floors: Any) -> Dict[str, float]:
@@ -220,8 +259,13 @@ def judge_rdma_bw(plan: Sequence[Mapping[str, Any]], results: Sequence[Any], flo
     table = _floor_table(floors)
     if not isinstance(plan, (list, tuple)) or not isinstance(results, (list, tuple)) or len(results) > len(plan):
         raise FabricError("judge_rdma_bw: plan and results must be lists, at most one result per plan entry")
-    links = []
+    links, gaps = [], {}
     for index, entry in enumerate(plan):
+        if isinstance(entry, Mapping) and entry.get("unmeasured") and isinstance(entry.get("client"), str) \
+                and isinstance(entry.get("client_hca"), str):
+            gaps.setdefault(entry["client"], []).append(
+                f"{entry['client_hca']} (rail {_show(entry.get('rail'))}) not measured: {str(entry['unmeasured'])[:200]}")
+            continue
         if not isinstance(entry, Mapping) or not all(isinstance(entry.get(k), str) for k in
                                                      ("client", "server", "client_hca", "server_hca")):
             raise FabricError(f"judge_rdma_bw: plan entry {index} is not from rdma_pair_plan: {_show(entry)}")
@@ -239,8 +283,11 @@ def judge_rdma_bw(plan: Sequence[Mapping[str, Any]], results: Sequence[Any], flo
     blamed = {end for end, mine in ends.items() if [lk for lk, _ in mine if lk["value"] is not None]
               and all(low(lk) for lk, _ in mine if lk["value"] is not None)}
     out: Dict[str, List[Dict[str, Any]]] = {}
-    for node in sorted({e[0] for e in ends}):
+    for node in sorted({e[0] for e in ends} | set(gaps)):
         statuses, reasons, values, floors_seen = [PASS], [], [], []
+        if gaps.get(node):  # every rail measured, or not PASS: the unmeasured rail named
+            statuses.append(INCOMPLETE)
+            reasons += gaps[node]
         for end in sorted((e for e in ends if e[0] == node), key=lambda e: _natural(e[1])):
             for link, other in ends[end]:
                 if link["value"] is not None:
@@ -275,5 +322,6 @@ def judge_rdma_bw(plan: Sequence[Mapping[str, Any]], results: Sequence[Any], flo
                                   for lk in links if node in (lk["entry"]["client"], lk["entry"]["server"])])]
     for entry in plan:
         for node in (entry["client"], entry["server"]):
-            out.setdefault(node, [check("rdma.write_bw", INCOMPLETE, "no link measured")])
+            if isinstance(node, str):
+                out.setdefault(node, [check("rdma.write_bw", INCOMPLETE, "no link measured")])
     return out

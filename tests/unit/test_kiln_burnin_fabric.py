@@ -39,10 +39,13 @@ def facts(tmp: Path, profile: str, counters: dict[str, int] | None = None) -> di
     return kiln_fabric.merge_sources(kiln_fabric.read_sysfs(str(root)), gpudirect=gd)
 
 
-def node(fab: dict[str, Any], history: dict[str, Any] | None = None) -> dict[str, Any]:
+def node(fab: dict[str, Any], history: dict[str, Any] | None = None,
+         after: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A node's burn-in data; *after*: its fabric facts read after the run's traffic (default: unchanged)."""
     return {"tools": TOOLS, "kiln_gpu": {"pci_gpu_count": 0}, "nccl": {"ran": False},
             "fabric": {"facts": fab, "expect": EXPECT, "history": history or {},
-                       "gpudirect": {"method": "dma_buf"}, "socket_ifname": "eth0"}}
+                       "gpudirect": {"method": "dma_buf"}, "socket_ifname": "eth0"},
+            "fabric_after": {"facts": copy.deepcopy(fab) if after is None else after}}
 
 
 def test_assemble_judges_ports_rates_and_reports_the_fabric(tmp_path: Path) -> None:
