@@ -62,7 +62,8 @@ def kiln_stack_fingerprint(stack: Any) -> str:
         raise AnsibleFilterError(f"kiln_stack_fingerprint: {exc}") from exc
 
 
-def kiln_upgrade_plan(nodes: Any, info: Any, sinfo_lines: Any = None, slurm_names: Any = None, batch: Any = 1) -> Any:
+def kiln_upgrade_plan(nodes: Any, info: Any, sinfo_lines: Any = None, slurm_names: Any = None, batch: Any = 1,
+                      rollback: Any = False) -> Any:
     """The rollout (done, todo, held, unreachable, batches) from stack records and sinfo lines (None: no Slurm)."""
     name = "kiln_upgrade_plan"
     nodes = _names(name, "the input (the nodes)", nodes)
@@ -71,7 +72,38 @@ def kiln_upgrade_plan(nodes: Any, info: Any, sinfo_lines: Any = None, slurm_name
         raise AnsibleFilterError(f"{name}: the sinfo lines must be a list, got {type(sinfo_lines).__name__}")
     slurm_names = _mapping(name, "slurm_names (node -> Slurm name)", slurm_names, (str,))
     sinfo = None if sinfo_lines is None else parse_sinfo(sinfo_lines)
-    return _wrap(_core.plan)(nodes, info, sinfo, slurm_names, batch)
+    return _wrap(_core.plan)(nodes, info, sinfo, slurm_names, batch, _flag(rollback))
+
+
+def kiln_upgrade_rollback_target(applied: Any, previous: Any) -> Any:
+    """The record of the stack a rollback returns the node to (applied, when a rollback wrote it; else previous), or None."""
+    for what, record in (("applied", applied), ("previous", previous)):
+        if record is not None and not isinstance(record, Mapping):
+            raise AnsibleFilterError(f"kiln_upgrade_rollback_target: {what} must be a stack record (a mapping) or none, "
+                                     f"got {type(record).__name__}")
+    return _core.rollback_target(applied, previous)
+
+
+def kiln_upgrade_next_record(new: Any, old: Any = None, rollback: Any = False) -> Any:
+    """The applied record to write: *new*, plus rolled_back_from when a rollback changes the stack (kept while it stays)."""
+    if not isinstance(new, Mapping):
+        raise AnsibleFilterError(f"kiln_upgrade_next_record: the input must be a stack record (a mapping), "
+                                 f"got {type(new).__name__}")
+    if old is not None and not isinstance(old, Mapping):
+        raise AnsibleFilterError(f"kiln_upgrade_next_record: old must be a stack record (a mapping) or none, "
+                                 f"got {type(old).__name__}")
+    try:
+        return _core.next_record(new, old, _flag(rollback))
+    except _core.UpgradeConfigError as exc:
+        raise AnsibleFilterError(f"kiln_upgrade_next_record: {exc}") from exc
+
+
+def kiln_upgrade_account(plan: Any, hostvars: Any, batch: Any, unreachable: Any = (), max_fail_percentage: Any = 0) -> Any:
+    """Whether this batch may start: every node of the earlier batches verified, every node of this one answering."""
+    name = "kiln_upgrade_account"
+    batch = _names(name, "batch (the nodes of this batch)", batch or [])
+    unreachable = _names(name, "unreachable (node names)", unreachable or [])
+    return _wrap(_core.account)(plan, _statuses(plan, hostvars, name), batch, unreachable, max_fail_percentage)
 
 
 def kiln_upgrade_record(text: Any) -> Any:
@@ -96,9 +128,13 @@ def kiln_upgrade_reason(fingerprint: Any, run_id: Any) -> str:
 
 def kiln_upgrade_summary(plan: Any, hostvars: Any, run_id: Any = "") -> Any:
     """The rollout's report from the plan and each node's kiln_upgrade_status fact (hostvars)."""
-    name = "kiln_upgrade_summary"
+    return _core.summary(plan, _statuses(plan, hostvars, "kiln_upgrade_summary"), str(run_id))
+
+
+def _statuses(plan: Any, hostvars: Any, name: str) -> dict[str, Any]:
+    """{node: its kiln_upgrade_status fact or None} for the plan's nodes to do; wrong types refused naming *name*."""
     if not isinstance(plan, Mapping):
-        raise AnsibleFilterError(f"{name}: the input must be a kiln_upgrade_plan result, got {type(plan).__name__}")
+        raise AnsibleFilterError(f"{name}: the plan must be a kiln_upgrade_plan result, got {type(plan).__name__}")
     for key in ("done", "todo", "held", "unreachable", "order"):
         _names(name, f"the plan's {key}", plan.get(key) or [])
     _mapping(name, "the plan's why", plan.get("why"))
@@ -110,7 +146,14 @@ def kiln_upgrade_summary(plan: Any, hostvars: Any, run_id: Any = "") -> Any:
             statuses[node] = hostvars[node].get("kiln_upgrade_status")
         except (KeyError, AttributeError, TypeError):
             statuses[node] = None
-    return _core.summary(plan, statuses, str(run_id))
+    return statuses
+
+
+def _flag(value: Any) -> bool:
+    """A boolean flag as Ansible's bool filter reads it (a string 'false' is false)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "y", "t")
+    return bool(value)
 
 
 class FilterModule:
@@ -125,4 +168,7 @@ class FilterModule:
             "kiln_upgrade_node_info": kiln_upgrade_node_info,
             "kiln_upgrade_reason": kiln_upgrade_reason,
             "kiln_upgrade_summary": kiln_upgrade_summary,
+            "kiln_upgrade_rollback_target": kiln_upgrade_rollback_target,
+            "kiln_upgrade_next_record": kiln_upgrade_next_record,
+            "kiln_upgrade_account": kiln_upgrade_account,
         }

@@ -10,13 +10,21 @@ Standard library only; importable as ``kiln_upgrade`` and as
   record, ``/var/lib/kiln/stack/applied.json``, carries).
 * :func:`batch_size` -- ``kiln_upgrade_batch`` (a count or a percentage) checked and
   turned into a number of nodes.
+* :func:`rollback_target` and :func:`next_record` -- the stack a rollback returns a node to,
+  remembered in the node's records across re-runs (an applied record written by a rollback
+  carries ``rolled_back_from``), so a rollback run again finds the node done instead of
+  "rolling it back" to the stack it left.
 * :func:`plan` -- which nodes are done, which are to do (and in what order), which are
   held by a person or cannot be reached, from each node's stack record and Slurm state.
   Resumable by construction: the plan is made from what the nodes and Slurm say now.
+* :func:`account` -- before a batch changes anything: every node of the earlier batches
+  verified (or failed within ``kiln_upgrade_max_fail_percentage``), every node of this batch
+  answering; a node that dropped out of its batch is "unreachable during batch N".
 * :func:`batch_verdicts` -- each node of a batch from its burn-in summary; a missing or
   unreadable summary is INCOMPLETE for every node, never PASS.
-* :func:`summary` -- the report: every node with its state (done, upgraded, failed, held,
-  not upgraded, not started) and why; ``complete`` only when every node to do was upgraded.
+* :func:`summary` -- the report: every node with its state (done, upgraded, failed,
+  unreachable, held, not upgraded, not started) and why; ``complete`` only when every node to
+  do was upgraded.
 """
 
 from __future__ import annotations
@@ -38,6 +46,14 @@ except ImportError:  # plain import (filters, unit tests)
 REASON_PREFIX = "UPGRADE:"
 #: How a node of the rollout ends up.
 DONE, TODO, HELD, UNREACHABLE = "done", "todo", "held", "unreachable"
+#: A node's kiln_upgrade_status.state in a batch: set when its batch starts (before its drain),
+#: replaced by upgraded / failed when the batch ends for it. A node still "started" after its
+#: batch dropped out of it (unreachable): it is never taken for verified.
+STARTED, UPGRADED, WOULD_UPGRADE, FAILED, NOT_STARTED = "started", "upgraded", "would upgrade", "failed", "not started"
+#: The states that verify a node of an earlier batch ("would upgrade": the same, in check mode).
+VERIFIED = (UPGRADED, WOULD_UPGRADE)
+#: The key an applied record written by a rollback carries: the fingerprint it rolled back from.
+ROLLED_BACK_FROM = "rolled_back_from"
 
 
 class UpgradeConfigError(ValueError):
@@ -96,7 +112,7 @@ def node_info(hostvars: Mapping[str, Any]) -> Dict[str, Any]:
         except Exception:  # a fact that cannot be templated is treated as absent  # noqa: BLE001
             return default
     return {"reachable": bool(get("__upgrade_reachable", False)), "intended": get("__upgrade_intended", None),
-            "applied": get("__upgrade_applied", None)}
+            "applied": get("__upgrade_applied", None), "previous": get("__upgrade_previous", None)}
 
 
 def _record_fp(record: Any) -> Optional[str]:
@@ -105,15 +121,57 @@ def _record_fp(record: Any) -> Optional[str]:
     return None
 
 
+def rollback_target(applied: Any, previous: Any) -> Optional[Dict[str, Any]]:
+    """The record of the stack a rollback returns this node to, or None (nothing to roll back to).
+
+    A node whose applied record was written by a rollback (it carries ``rolled_back_from``) is
+    already on the rollback's target: that record is the target, so a rollback run again --
+    after an interruption or by mistake -- finishes or confirms it and never moves the node back
+    to the stack it left (which its previous.json now holds). Otherwise the target is the
+    previous record, the stack before the node's last change.
+    """
+    if _record_fp(applied) is not None and isinstance(applied.get(ROLLED_BACK_FROM), str) and applied[ROLLED_BACK_FROM]:
+        return dict(applied)
+    if _record_fp(previous) is not None:
+        return dict(previous)
+    return None
+
+
+def next_record(new: Mapping[str, Any], old: Any = None, rollback: bool = False) -> Dict[str, Any]:
+    """The applied record roles/stack_record writes: *new* (``{fingerprint, stack, resolved}``) and,
+    when the write is a rollback that changes the fingerprint, ``rolled_back_from`` (the fingerprint
+    it left). An unchanged fingerprint keeps the old record's ``rolled_back_from``: the node's last
+    change is still that rollback, whatever converges it again. A change that is not a rollback
+    drops it.
+    """
+    if _record_fp(new) is None:
+        raise UpgradeConfigError(f"a stack record needs a fingerprint, not {type(new).__name__} {new!r:.80}")
+    out = {k: v for k, v in new.items() if k != ROLLED_BACK_FROM}
+    old_fp = _record_fp(old)
+    if old_fp is None:
+        return out
+    if old_fp == out["fingerprint"]:
+        if isinstance(old.get(ROLLED_BACK_FROM), str) and old[ROLLED_BACK_FROM]:
+            out[ROLLED_BACK_FROM] = old[ROLLED_BACK_FROM]
+    elif rollback:
+        out[ROLLED_BACK_FROM] = old_fp
+    return out
+
+
 def plan(nodes: Sequence[str], info: Mapping[str, Mapping[str, Any]],
          sinfo: Optional[Mapping[str, Mapping[str, str]]] = None,
-         slurm_names: Optional[Mapping[str, str]] = None, batch: Any = 1) -> Dict[str, Any]:
+         slurm_names: Optional[Mapping[str, str]] = None, batch: Any = 1,
+         rollback: bool = False) -> Dict[str, Any]:
     """The rollout from what is true now.
 
-    *info*: ``{node: {"reachable": bool, "intended": fingerprint, "applied": record or None}}``.
+    *info*: ``{node: {"reachable": bool, "intended": fingerprint, "applied": record or None,
+    "previous": record or None}}``. With *rollback*, a node's intended stack is its
+    :func:`rollback_target` (``intended`` is not read): a node a rollback already moved is done
+    (or, drained by kiln, continued on that stack), never moved back.
     *sinfo*: ``kiln_sinfo.parse_sinfo`` rows (None: no Slurm). A node is
 
-    * ``unreachable`` -- not reachable, or down / in a state kiln does not know in Slurm;
+    * ``unreachable`` -- not reachable, or down / in a state kiln does not know in Slurm (and, in a
+      rollback, a node with nothing to roll back to);
     * ``held`` -- drained by a person (a reason kiln did not set): never touched;
     * ``done`` -- its applied stack is the intended one and it is not drained by kiln;
     * ``todo`` -- anything else. Nodes kiln drained (an interrupted or failed batch) come first,
@@ -148,19 +206,29 @@ def plan(nodes: Sequence[str], info: Mapping[str, Mapping[str, Any]],
                                         "resume it and re-run to upgrade it")
                     continue
                 kiln_drained = True
-        intended = entry.get("intended")
         applied = _record_fp(entry.get("applied"))
+        if rollback:
+            target = rollback_target(entry.get("applied"), entry.get("previous"))
+            if target is None:
+                out[UNREACHABLE].append(node)
+                out["why"][node] = "no previous stack record: nothing to roll back to, not changed"
+                continue
+            intended = target["fingerprint"]
+        else:
+            intended = entry.get("intended")
         if applied == intended and not kiln_drained:
             out[DONE].append(node)
-            out["why"][node] = f"on stack {intended} and in service"
+            out["why"][node] = f"on stack {intended} and in service" + (" (rolled back)" if rollback else "")
         elif kiln_drained:
             first.append(node)
-            out["why"][node] = f"drained by kiln ({row.get('reason') if row else ''}): continued first"
+            out["why"][node] = (f"drained by kiln ({row.get('reason') if row else ''}): continued first, "
+                                f"stack {applied or 'not recorded'} -> {intended}")
         else:
             later.append(node)
-            out["why"][node] = f"stack {applied or 'not recorded'} -> {intended}"
+            out["why"][node] = f"stack {applied or 'not recorded'} -> {intended}" + (" (rollback)" if rollback else "")
     out[TODO] = first + later
     out["order"] = list(nodes)
+    out["rollback"] = bool(rollback)
     out["batch"] = batch_size(batch, len(out[TODO]) or 1)
     out["batches"] = [out[TODO][i:i + out["batch"]] for i in range(0, len(out[TODO]), out["batch"])]
     return out
@@ -190,6 +258,100 @@ def batch_verdicts(batch: Sequence[str], summary: Any) -> Dict[str, Dict[str, st
     return out
 
 
+def _state(status: Any) -> Optional[str]:
+    return str(status["state"]) if isinstance(status, Mapping) and status.get("state") else None
+
+
+def _batch_no(status: Any) -> Optional[int]:
+    try:
+        return int(status.get("batch")) if isinstance(status, Mapping) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def unreachable_why(batch: Any) -> str:
+    """What the report says of a node that dropped out of batch *batch* before it was verified."""
+    return (f"unreachable during batch {batch}: it dropped out of its batch before it was verified "
+            "(it may be drained with kiln's UPGRADE: reason and half-installed); the rollout stopped. "
+            "Bring it back, then re-run: it goes first")
+
+
+def account(plan: Mapping[str, Any], statuses: Mapping[str, Any], batch: Sequence[str],
+            unreachable: Sequence[str] = (), max_fail_percentage: Any = 0) -> Dict[str, Any]:
+    """Whether the batch *batch* (its nodes still in the play) may start changing nodes.
+
+    Run at a batch's start, before its drain; *unreachable*: the nodes of *batch* that did not
+    answer its first contact. The batch is the plan's batch that holds *batch*. The rollout
+    stops (``stop``) on any node it cannot account for:
+
+    * a node of an earlier batch that is not verified (state ``upgraded``) or held (a person drained
+      it after the plan: their decision, reported, not a failure): ``started`` means it
+      dropped out of its batch -- "unreachable during batch N"; no status at all means its batch
+      never ran for it; ``failed`` stops the rollout when the failed nodes of that batch are more
+      than *max_fail_percentage* of it (0: any);
+    * a node of this batch that did not answer, or is no longer in the play;
+    * nodes that are not one planned batch (the play's batches do not match the plan).
+
+    Returns ``{"batch": N (1-based) or None, "stop": bool, "nodes": {node: why},
+    "statuses": {node: kiln_upgrade_status}, "lines": [...]}``: *statuses* is what each node of
+    this batch is to record when the rollout stops here (``started`` for a node that did not
+    answer, ``not started`` for the others: nothing in this batch changed).
+    """
+    batches = [list(b) for b in plan.get("batches") or []]
+    members_now = [str(n) for n in batch or []]
+    gone = {str(n) for n in unreachable or []}
+    live = [n for n in members_now if n not in gone]
+    try:
+        limit = float(max_fail_percentage)
+    except (TypeError, ValueError):
+        raise UpgradeConfigError(
+            f"kiln_upgrade_max_fail_percentage must be a number from 0 to 100, not {max_fail_percentage!r}") from None
+    if not 0 <= limit <= 100:
+        raise UpgradeConfigError(f"kiln_upgrade_max_fail_percentage must be from 0 to 100, not {max_fail_percentage!r}")
+    index = next((i for i, b in enumerate(batches) if members_now and set(members_now) <= set(b)), None)
+    if index is None:
+        why = (f"the nodes of this batch ({', '.join(members_now) or 'none'}) are not one batch of the plan "
+               f"({' | '.join(' '.join(b) for b in batches) or 'no batches'}): nothing is changed")
+        return {"batch": None, "stop": True, "nodes": {n: why for n in members_now},
+                "statuses": {n: {"state": NOT_STARTED, "why": why} for n in members_now}, "lines": [why]}
+    problems: Dict[str, str] = {}
+    for number, members in enumerate(batches[:index], start=1):
+        failed = []
+        for node in members:
+            status = statuses.get(node)
+            state = _state(status)
+            if state in VERIFIED or state == HELD:  # held: a person drained it after the plan (reported)
+                continue
+            if state == FAILED:
+                failed.append(node)
+            elif state == STARTED:
+                problems[node] = unreachable_why(_batch_no(status) or number)
+            else:
+                problems[node] = (f"no record of batch {number} for it (state {state or 'none'}): "
+                                  "its batch did not finish for it, so it is not verified")
+        if failed and 100.0 * len(failed) / len(members) > limit:
+            for node in failed:
+                problems[node] = (f"failed in batch {number} ({len(failed)} of {len(members)}, more than "
+                                  f"kiln_upgrade_max_fail_percentage {max_fail_percentage}%): "
+                                  f"{(statuses.get(node) or {}).get('why', '')}".rstrip(": "))
+    number = index + 1
+    missing = [n for n in batches[index] if n not in live]
+    for node in missing:
+        problems[node] = (f"unreachable during batch {number}: it did not answer at the start of its batch "
+                          "(or its facts could not be gathered); nothing in this batch was changed")
+    statuses_out: Dict[str, Dict[str, Any]] = {}
+    if problems:
+        names = ", ".join(f"{n} ({problems[n].split(':')[0]})" for n in problems)
+        for node in batches[index]:
+            if node in missing:
+                statuses_out[node] = {"state": STARTED, "batch": number, "why": problems[node]}
+            else:
+                statuses_out[node] = {"state": NOT_STARTED, "batch": number,
+                                      "why": f"the rollout stopped before batch {number} changed anything: {names}"}
+    lines = [f"{n}: {problems[n]}" for n in problems]
+    return {"batch": number, "stop": bool(problems), "nodes": problems, "statuses": statuses_out, "lines": lines}
+
+
 def drain_reason(fingerprint: str, run_id: str) -> str:
     """The drain reason of a batch: kiln's (``UPGRADE:``), naming the stack and the run."""
     return f"{REASON_PREFIX} to stack {fingerprint} (kiln run {run_id})"[:200]
@@ -198,11 +360,13 @@ def drain_reason(fingerprint: str, run_id: str) -> str:
 def summary(plan: Mapping[str, Any], statuses: Mapping[str, Any], run_id: str = "") -> Dict[str, Any]:
     """The rollout's report: every node of the plan with its state and why, one line each.
 
-    *statuses*: ``{node: {"state": ..., "why": ...} or None}`` for the nodes of the run (what each
-    batch recorded). A node to do without a status is ``not started`` (its batch did not run).
-    ``complete`` is true only when every node to do was upgraded and none was unreachable (held
-    nodes are a person's decision: reported, not counted against the run -- also a node to do that
-    someone drained after the plan, which the batch's drain held: ``{"state": "held"}``).
+    *statuses*: ``{node: {"state": ..., "why": ..., "batch": N} or None}`` for the nodes of the run
+    (what each batch recorded). A node to do still ``started`` dropped out of its batch before it
+    was verified: ``unreachable`` ("unreachable during batch N"). A node to do without a status is
+    ``not started`` (its batch did not run). ``complete`` is true only when every node to do was
+    upgraded and none was unreachable (held nodes are a person's decision: reported, not counted
+    against the run -- also a node to do that someone drained after the plan, which the batch's
+    drain held: ``{"state": "held"}``).
     """
     nodes: Dict[str, Dict[str, str]] = {}
     why = plan.get("why") or {}
@@ -210,12 +374,19 @@ def summary(plan: Mapping[str, Any], statuses: Mapping[str, Any], run_id: str = 
         for node in plan.get(key) or []:
             nodes[node] = {"state": state, "why": str(why.get(node, ""))}
     todo = list(plan.get(TODO) or [])
+    number = {n: i for i, b in enumerate(plan.get("batches") or [], start=1) for n in b}
     for node in todo:
         entry = statuses.get(node)
-        if isinstance(entry, Mapping) and entry.get("state"):
-            nodes[node] = {"state": str(entry["state"]), "why": str(entry.get("why", ""))}
+        state = _state(entry)
+        if state == STARTED:
+            text = str(entry.get("why") or "")
+            nodes[node] = {"state": UNREACHABLE, "why": text if text.startswith("unreachable during batch")
+                           else unreachable_why(_batch_no(entry) or number.get(node, "?"))}
+        elif state:
+            nodes[node] = {"state": state, "why": str(entry.get("why", ""))}
         else:
-            nodes[node] = {"state": "not started", "why": "its batch did not run (the rollout stopped before it)"}
+            nodes[node] = {"state": NOT_STARTED,
+                           "why": f"its batch ({number.get(node, '?')}) did not run (the rollout stopped before it)"}
     order = [n for n in plan.get("order") or [] if n in nodes] or sorted(nodes)
     counts: Dict[str, int] = {}
     for entry in nodes.values():
@@ -223,7 +394,7 @@ def summary(plan: Mapping[str, Any], statuses: Mapping[str, Any], run_id: str = 
     lines = [f"{n}: {nodes[n]['state'].upper()} -- {nodes[n]['why']}" for n in order]
     # Held nodes are a person's decision (reported, not a failure); a node that could not be reached
     # or is down in Slurm was not upgraded, so the run is not complete.
-    complete = all(nodes[n]["state"] in ("upgraded", HELD) for n in todo) and not plan.get(UNREACHABLE)
+    complete = all(nodes[n]["state"] in (UPGRADED, HELD) for n in todo) and not plan.get(UNREACHABLE)
     headline = ", ".join(f"{k} {counts[k]}" for k in sorted(counts)) or "no nodes"
     return {"run_id": run_id, "nodes": nodes, "counts": counts, "headline": headline, "lines": lines,
             "complete": complete}
