@@ -82,8 +82,8 @@ def compact(value: Any) -> str:
     return as_utc(value).strftime(COMPACT)
 
 
-def new_token(nbytes: int = 3) -> str:
-    """A short random hex token (6 hex digits by default)."""
+def new_token(nbytes: int = 6) -> str:
+    """A random hex token (12 hex digits, 48 bits, by default: 2,000 ids drawn in one second collide with odds of about 1 in 70 million)."""
     return secrets.token_hex(nbytes)
 
 
