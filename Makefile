@@ -8,6 +8,11 @@ VENV ?= $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_HOME := $(CURDIR)/.cache/ansible-home
+# The test bed's connection: its podman plugin (pipelining), short name `podman`, which
+# inventories/testbed and molecule's podman driver use. ansible.cfg is the real site's and
+# names no test path; molecule's base config sets the same for every scenario. No inventory
+# is exported: each test-bed command names its own (`make demo`: -i inventories/testbed/hosts.yml).
+export ANSIBLE_CONNECTION_PLUGINS := $(CURDIR)/tests/harness/connection_plugins
 export CONTAINERS_CONF := $(CURDIR)/.cache/containers.conf
 export PYTHONDONTWRITEBYTECODE := 1
 export NO_COLOR := 1

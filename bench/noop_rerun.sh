@@ -13,7 +13,8 @@
 # them) and the package-mechanism task runs (kiln_packages: pinned_play,
 # pinned_install, hold, packages; each reads the package database in-process). The nodes are
 # reached with the test bed's connection (tests/harness/connection_plugins/
-# podman.py, pipelining); KILN_BENCH_CONNECTION=containers.podman.podman
+# podman.py, pipelining; ANSIBLE_CONNECTION_PLUGINS from tests/harness/lib.sh)
+# and its inventory named with -i; KILN_BENCH_CONNECTION=containers.podman.podman
 # measures with the collection's connection instead. Usage (from the
 # repository root, after make testbed): bench/noop_rerun.sh [results/bench/noop.json]
 set -euo pipefail

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make demo`: a simulated cluster on the test bed -- 1 controller + 2 GPU
 # nodes (no real GPUs) as systemd containers on the kiln-testbed network --
-# then `ansible-playbook site.yml` against it (inventories/testbed).
+# then `ansible-playbook -i inventories/testbed/hosts.yml site.yml` against it.
+# The inventory is named here and the connection (tests/harness/connection_plugins)
+# comes from lib.sh / the Makefile: the root ansible.cfg is a real site's.
 #   demo.sh up     create/reuse the nodes and run site.yml
 #   demo.sh down   remove the nodes
 source "$(dirname "$0")/lib.sh"

@@ -13,6 +13,10 @@ KILN_NET_SUBNET="${KILN_NET_SUBNET:-10.89.77.0/24}"
 KILN_NET_GATEWAY="${KILN_NET_GATEWAY:-10.89.77.1}"
 KILN_IMAGE_REPO="localhost/kiln-testbed"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-${KILN_CACHE}/containers.conf}"
+# The test bed's connection (tests/harness/connection_plugins/podman.py, short name podman),
+# as the Makefile exports it, for scripts run without make (demo.sh, bench/noop_rerun.sh):
+# the root ansible.cfg is a real site's and names no test path.
+export ANSIBLE_CONNECTION_PLUGINS="${ANSIBLE_CONNECTION_PLUGINS:-${KILN_ROOT}/tests/harness/connection_plugins}"
 
 log() { printf '[kiln-testbed] %s\n' "$*" >&2; }
 die() { printf '[kiln-testbed] ERROR: %s\n' "$*" >&2; exit 1; }

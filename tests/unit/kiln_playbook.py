@@ -25,20 +25,35 @@ def _find() -> str | None:
 ANSIBLE_PLAYBOOK = _find()
 
 
-def run_playbook(*args: str, tmp_path: Path, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+def names_an_inventory(args: tuple[str, ...] | list[str]) -> bool:
+    """Whether an ansible-playbook command line names its inventory (-i X, -iX, --inventory[=]X)."""
+    return any(a in ("-i", "--inventory", "--inventory-file") or a.startswith(("--inventory=", "--inventory-file="))
+               or (a.startswith("-i") and not a.startswith("--")) for a in args)
+
+
+def run_playbook(*args: str, tmp_path: Path, timeout: int = 300,
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """ansible-playbook *args* from the repository root with the project's ansible.cfg and a private
-    ANSIBLE_HOME, fact cache and local temp under *tmp_path*; never raises on a non-zero exit."""
+    ANSIBLE_HOME, fact cache and local temp under *tmp_path*; never raises on a non-zero exit.
+
+    *args* must name the inventory (`-i localhost,` for a play on the controller): the root
+    ansible.cfg is a real site's and has none, and whatever this machine's Ansible would fall back
+    to (/etc/ansible/hosts) is no test's business. *env* adds to the environment (e.g. the test
+    bed's ANSIBLE_CONNECTION_PLUGINS)."""
     if ANSIBLE_PLAYBOOK is None:
         raise RuntimeError("ansible-playbook not found (skip with kiln_playbook.ANSIBLE_PLAYBOOK is None)")
-    env = dict(os.environ)
-    env.update(
+    if not names_an_inventory(args):
+        raise ValueError(f"name the inventory (-i localhost, or a file): the root ansible.cfg has none: {args}")
+    full = {k: v for k, v in os.environ.items() if k != "ANSIBLE_INVENTORY"}
+    full.update(env or {})
+    full.update(
         ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
         ANSIBLE_HOME=str(tmp_path / "ansible-home"),
         ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"),
         ANSIBLE_LOCAL_TEMP=str(tmp_path / "local-tmp"),
         ANSIBLE_NOCOLOR="1",
         ANSIBLE_FORCE_COLOR="0",
-        PATH=f"{Path(ANSIBLE_PLAYBOOK).parent}{os.pathsep}{env.get('PATH', '')}",
+        PATH=f"{Path(ANSIBLE_PLAYBOOK).parent}{os.pathsep}{full.get('PATH', '')}",
     )
-    return subprocess.run([ANSIBLE_PLAYBOOK, *args], cwd=REPO, env=env, capture_output=True, text=True,
+    return subprocess.run([ANSIBLE_PLAYBOOK, *args], cwd=REPO, env=full, capture_output=True, text=True,
                           timeout=timeout, check=False)

@@ -3,7 +3,8 @@
 Runs only while the `make demo` containers of inventories/testbed are up
 (kiln-demo-ctl, kiln-demo-gpu1, kiln-demo-gpu2); skipped otherwise. Package
 state is read with `podman exec` (dpkg + apt holds) before and after, so the
-evidence does not depend on Ansible itself.
+evidence does not depend on Ansible itself. The root ansible.cfg is a real site's: the test bed's
+inventory and its podman connection (tests/harness/connection_plugins) are named here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import yaml
 from test_compat_playbooks import ANSIBLE_PLAYBOOK, REPO, run
 
 INVENTORY = REPO / "inventories" / "testbed" / "hosts.yml"
+CONNECTION = {"ANSIBLE_CONNECTION_PLUGINS": str(REPO / "tests" / "harness" / "connection_plugins")}
 
 
 def _testbed_hosts() -> list[str]:
@@ -47,7 +49,8 @@ def package_state(host: str) -> str:
 
 def test_bad_stack_stops_site_before_any_testbed_host_changes(tmp_path: Path) -> None:
     before = {h: package_state(h) for h in HOSTS}
-    res = run("site.yml", "-i", str(INVENTORY), "-e", "@inventories/example/broken-stack.yml", tmp_path=tmp_path)
+    res = run("site.yml", "-i", str(INVENTORY), "-e", "@inventories/example/broken-stack.yml", tmp_path=tmp_path,
+              env=CONNECTION)
     out = res.stdout + res.stderr
     assert res.returncode != 0, out
     assert "kiln preflight refused the stack" in out and "[cuda-driver]" in out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,9 @@ def _run(tmp_path: Path, daemon: Path, *args: str, tasks_from: str = "daemon", *
     before = real.read_bytes() if real.exists() else None
     os.environ["PATH"] = env_path
     try:
-        done = kiln_playbook.run_playbook(str(path), "-e", f"@{extra_file}", *args, tmp_path=tmp_path)
+        done = kiln_playbook.run_playbook("-i", "localhost,", str(path), "-e", f"@{extra_file}",
+                                          "-e", f"ansible_python_interpreter={sys.executable}", *args,
+                                          tmp_path=tmp_path)
     finally:
         os.environ["PATH"] = old
     assert (real.read_bytes() if real.exists() else None) == before, "the test touched this machine's daemon.json"

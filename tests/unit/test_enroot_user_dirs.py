@@ -255,7 +255,7 @@ def test_the_role_installs_the_check_and_names_it_in_enroot_conf(tmp_path: Path)
     play = [{"name": "enroot configure", "hosts": "localhost", "connection": "local", "gather_facts": False,
              "tasks": [{"name": "Configure", "ansible.builtin.include_role": {"name": "enroot", "tasks_from": "configure"}}]}]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
-    runs = [kiln_playbook.run_playbook(str(tmp_path / "play.yml"), "-e", f"@{tmp_path / 'vars.json'}",
+    runs = [kiln_playbook.run_playbook("-i", "localhost,", str(tmp_path / "play.yml"), "-e", f"@{tmp_path / 'vars.json'}",
                                        "-e", f"ansible_python_interpreter={sys.executable}", tmp_path=tmp_path)
             for _ in range(2)]
     assert runs[0].returncode == 0, runs[0].stdout[-3000:] + runs[0].stderr

@@ -208,7 +208,7 @@ def _key_play(tmp_path: Path, keys: dict, pin_b: str) -> Path:
 @needs_ansible
 @needs_gpg
 def test_key_tasks_fetch_http_and_file_keys_and_keep_the_pinned_ones(tmp_path, keys):
-    run = kiln_playbook.run_playbook(str(_key_play(tmp_path, keys, keys["b_fpr"])), tmp_path=tmp_path)
+    run = kiln_playbook.run_playbook("-i", "localhost,", str(_key_play(tmp_path, keys, keys["b_fpr"])), tmp_path=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "KEPT BOTH" in run.stdout
 
@@ -216,7 +216,7 @@ def test_key_tasks_fetch_http_and_file_keys_and_keep_the_pinned_ones(tmp_path, k
 @needs_ansible
 @needs_gpg
 def test_key_tasks_refuse_a_wrong_pin_after_judging_every_repository(tmp_path, keys):
-    run = kiln_playbook.run_playbook(str(_key_play(tmp_path, keys, keys["a_fpr"])), tmp_path=tmp_path)
+    run = kiln_playbook.run_playbook("-i", "localhost,", str(_key_play(tmp_path, keys, keys["a_fpr"])), tmp_path=tmp_path)
     assert run.returncode != 0
     out = run.stdout + run.stderr
     assert "Repository nvidia-container-toolkit: refusing the key file file://" in out
@@ -254,8 +254,8 @@ def test_runtime_tasks_restart_only_what_changed(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
     def run() -> str:
-        done = kiln_playbook.run_playbook(str(path), "-e", f"@{extra}", "--skip-tags", "nvidia_container_toolkit_install",
-                                          tmp_path=tmp_path)
+        done = kiln_playbook.run_playbook("-i", "localhost,", str(path), "-e", f"@{extra}",
+                                          "--skip-tags", "nvidia_container_toolkit_install", tmp_path=tmp_path)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 

@@ -6,7 +6,7 @@ The collection's podman connection (containers.podman.podman) runs four
 podman commands for every module a task sends (mount the container, make a
 temporary directory, run, remove it); this one sends the module on the
 standard input of a single process, as SSH with pipelining does on a real
-site (kiln's ansible.cfg enables it there).
+site (kiln's ansible.cfg enables it there; it names nothing of the test bed).
 
 That process enters the running container's namespaces with ``nsenter``
 (mount, UTS, IPC, network, PID, and cgroup/time where they differ from the
@@ -25,10 +25,12 @@ container that is stopped or gone is reported as SSH reports a host that is
 down: unreachable (AnsibleConnectionFailure), not as a failed module. File
 transfers use the same process (``cat`` from/to its standard streams).
 
-It takes the short name ``podman``: ansible.cfg's ``connection_plugins`` (and
-molecule's ANSIBLE_CONNECTION_PLUGINS, .config/molecule/config.yml) put this
-directory before the collections, so the ``ansible_connection: podman`` that
-molecule's podman driver writes and inventories/testbed uses resolve here.
+It takes the short name ``podman``: ANSIBLE_CONNECTION_PLUGINS, set by
+molecule's base config (.config/molecule/config.yml) for the scenarios and by
+the Makefile and tests/harness/lib.sh for ``make demo`` and the benchmarks,
+puts this directory before the collections, so the ``ansible_connection:
+podman`` that molecule's podman driver writes and inventories/testbed uses
+resolve here.
 The fully qualified containers.podman.podman stays the collection's. Test bed
 only; real sites connect over SSH.
 """
