@@ -5,7 +5,7 @@ set -euo pipefail
 
 KILN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 KILN_CACHE="${KILN_ROOT}/.cache"
-# The test bed's podman network. Fixed and documented (README, molecule/README.md):
+# The test bed's podman network. Fixed and documented (docs/testbed.md, molecule/README.md):
 # every test node lives here and test traffic never leaves it, except apt
 # traffic to the package mirror through podman's NAT.
 KILN_NET_NAME="${KILN_NET_NAME:-kiln-testbed}"

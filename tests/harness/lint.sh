@@ -19,5 +19,5 @@ for script in tests/harness/*.sh tests/harness/image/*.sh .ci/run; do
 done
 echo "--- roles: defaults/main.yml keys == meta/argument_specs.yml options"
 python tests/harness/check_role_specs.py roles
-echo "--- role READMEs: variable tables match meta/argument_specs.yml"
+echo "--- role docs: READMEs' variable tables and docs/architecture.md's role table match meta/argument_specs.yml"
 python tests/harness/role_docs.py --check roles

@@ -194,7 +194,7 @@ def test_next_round_pairs_are_disjoint_and_new():
 
 
 def test_simulation_n1024_isolates_without_false_blame():
-    """The README's scale figures come from bench/isolation_sim.py; a small run here."""
+    """docs/benchmarks.md's scale figures come from bench/isolation_sim.py; a small run here."""
     out = subprocess.run([sys.executable, str(REPO / "bench/isolation_sim.py"), "--nodes", "1024",
                           "--bad", "1,4", "--trials", "5", "--slowdown", "0.25", "--json"],
                          capture_output=True, text=True, check=True)
