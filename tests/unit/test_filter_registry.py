@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-import kiln_compat as kc
+import kiln_compat_filters as kc
 
 FILTER_DIR = Path(kc.__file__).resolve().parent
 MODULE_UTILS = FILTER_DIR.parent / "module_utils"
