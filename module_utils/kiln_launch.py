@@ -16,8 +16,8 @@ The result is always a list of strings for ``ansible.builtin.command``'s
 ``argv``: no shell ever parses it, and each host name or address is one
 comma-separated element of ``-w``/``--host``, never shell text. Standard
 library only (no Ansible import); importable as ``kiln_launch`` and as
-``ansible.module_utils.kiln_launch``; the Jinja filter ``kiln_launch_argv``
-(filter_plugins/kiln_launch_filters.py) is a thin wrapper.
+``ansible.module_utils.kiln_launch``; the Jinja filter ``kiln_launch_argv`` (at the end,
+registered by filter_plugins/kiln_launch_filters.py) checks the play's settings and calls it.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 """The rolling upgrade's decisions (playbooks/upgrade.yml), as pure functions.
 
 Standard library only; importable as ``kiln_upgrade`` and as
-``ansible.module_utils.kiln_upgrade`` (filter_plugins/kiln_upgrade_filters.py wraps it).
+``ansible.module_utils.kiln_upgrade``; the filters are the section at the end
+(registered by filter_plugins/kiln_upgrade_filters.py).
 
 * :func:`stack_fingerprint` -- the short id of a resolved stack (what a node's stack
   record, ``/var/lib/kiln/stack/applied.json``, carries).
