@@ -34,7 +34,7 @@ def _expected(nodes_fabric: Any) -> dict[str, dict[str, Any]]:
     for node, fab in sorted(nodes_fabric.items(), key=lambda item: str(item[0])):
         if fab is not None and not isinstance(fab, Mapping):
             raise FilterError(f"kiln burn-in fabric: the fabric data of node {node} must be a mapping "
-                                     f"{{facts, expect, history}}, got {type(fab).__name__}")
+                              f"{{facts, expect, history}}, got {type(fab).__name__}")
         fab = fab if isinstance(fab, Mapping) else {}
         history = fab.get("history") if isinstance(fab.get("history"), Mapping) else {}
         try:

@@ -164,7 +164,7 @@ def kiln_launch_argv(members: Any, launch: Any, program: Any, timeout: Any) -> l
     unknown = sorted(set(launch) - LAUNCH_KEYS)
     if unknown:
         raise FilterError(f"kiln_launch_argv: unknown launch keys {', '.join(map(str, unknown))}; "
-                                 f"known: {', '.join(sorted(LAUNCH_KEYS))}")
+                          f"known: {', '.join(sorted(LAUNCH_KEYS))}")
     if "launcher" not in launch or "ppn" not in launch:
         raise FilterError("kiln_launch_argv: launch needs launcher and ppn")
     env = launch.get("env") or {}

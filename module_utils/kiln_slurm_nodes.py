@@ -99,10 +99,10 @@ def kiln_slurm_node_descriptions(hostvars: Mapping[str, Any], hosts: Iterable[st
         raise FilterError(f"kiln_slurm_node_descriptions: hosts must be a list of host names, got {hosts!r}")
     if not isinstance(hostvars, Mapping):
         raise FilterError(f"kiln_slurm_node_descriptions: the input must be hostvars (a mapping), "
-                                 f"got {type(hostvars).__name__}")
+                          f"got {type(hostvars).__name__}")
     if not isinstance(gres_type_var, str):
         raise FilterError(f"kiln_slurm_node_descriptions: gres_type_var must be a variable name, "
-                                 f"got {type(gres_type_var).__name__}")
+                          f"got {type(gres_type_var).__name__}")
     out: dict[str, dict[str, Any]] = {}
     for host in hosts:
         hv = hostvars.get(host)
@@ -133,7 +133,7 @@ def kiln_slurm_node_plan(sinfo_lines: Iterable[str], nodes: Iterable[str], state
         raise FilterError(f"kiln_slurm_node_plan: state must be drain or resume, got {state!r}")
     if operator_drains is not None and not isinstance(operator_drains, Mapping):
         raise FilterError(f"kiln_slurm_node_plan: operator_drains must be a mapping of node to reason, "
-                                 f"got {type(operator_drains).__name__}")
+                          f"got {type(operator_drains).__name__}")
     try:
         return kiln_node_state.plan(sinfo_lines, nodes, state, reason or "", only_reason_prefix or "",
                                     operator_drains)

@@ -407,11 +407,6 @@ def summary(plan: Mapping[str, Any], statuses: Mapping[str, Any], run_id: str = 
 # What filter_plugins/kiln_upgrade_filters.py registers: each input checked (one FilterError naming
 # the filter and the input), then the functions above.
 
-def _wrap(func: Any) -> Any:
-    """*func* as a filter: its UpgradeConfigError becomes a FilterError (same message)."""
-    return as_filter(func, (UpgradeConfigError,))
-
-
 def _names(func: str, what: str, value: Any) -> list[str]:
     """*value* as a list of node names, or one FilterError naming the filter and the input."""
     if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) for name in value):
@@ -446,7 +441,7 @@ def kiln_upgrade_plan(nodes: Any, info: Any, sinfo_lines: Any = None, slurm_name
         raise FilterError(f"{name}: the sinfo lines must be a list, got {type(sinfo_lines).__name__}")
     slurm_names = _mapping(name, "slurm_names (node -> Slurm name)", slurm_names, (str,))
     sinfo = None if sinfo_lines is None else parse_sinfo(sinfo_lines)
-    return _wrap(plan)(nodes, info, sinfo, slurm_names, batch, _flag(rollback))
+    return as_filter(plan, (UpgradeConfigError,))(nodes, info, sinfo, slurm_names, batch, _flag(rollback))
 
 
 def kiln_upgrade_rollback_target(applied: Any, previous: Any) -> Any:
@@ -454,7 +449,7 @@ def kiln_upgrade_rollback_target(applied: Any, previous: Any) -> Any:
     for what, record in (("applied", applied), ("previous", previous)):
         if record is not None and not isinstance(record, Mapping):
             raise FilterError(f"kiln_upgrade_rollback_target: {what} must be a stack record (a mapping) or none, "
-                                     f"got {type(record).__name__}")
+                              f"got {type(record).__name__}")
     return rollback_target(applied, previous)
 
 
@@ -462,10 +457,10 @@ def kiln_upgrade_next_record(new: Any, old: Any = None, rollback: Any = False) -
     """The applied record to write: *new*, plus rolled_back_from when a rollback changes the stack (kept while it stays)."""
     if not isinstance(new, Mapping):
         raise FilterError(f"kiln_upgrade_next_record: the input must be a stack record (a mapping), "
-                                 f"got {type(new).__name__}")
+                          f"got {type(new).__name__}")
     if old is not None and not isinstance(old, Mapping):
         raise FilterError(f"kiln_upgrade_next_record: old must be a stack record (a mapping) or none, "
-                                 f"got {type(old).__name__}")
+                          f"got {type(old).__name__}")
     try:
         return next_record(new, old, _flag(rollback))
     except UpgradeConfigError as exc:
@@ -477,7 +472,8 @@ def kiln_upgrade_account(plan: Any, hostvars: Any, batch: Any, unreachable: Any 
     name = "kiln_upgrade_account"
     batch = _names(name, "batch (the nodes of this batch)", batch or [])
     unreachable = _names(name, "unreachable (node names)", unreachable or [])
-    return _wrap(account)(plan, _statuses(plan, hostvars, name), batch, unreachable, max_fail_percentage)
+    decide = as_filter(account, (UpgradeConfigError,))
+    return decide(plan, _statuses(plan, hostvars, name), batch, unreachable, max_fail_percentage)
 
 
 def kiln_upgrade_record(text: Any) -> Any:
