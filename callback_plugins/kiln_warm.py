@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 from typing import Any
 
 from ansible.plugins.callback import CallbackBase
 from ansible.plugins.loader import filter_loader
-
-_KILN_MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
-if _KILN_MODULE_UTILS not in sys.path:
-    sys.path.insert(0, _KILN_MODULE_UTILS)
 
 DOCUMENTATION = """
     name: kiln_warm
@@ -28,7 +22,8 @@ DOCUMENTATION = """
 
 # One filter of each kiln filter file (the loader imports the whole file for it).
 WARM_FILTERS = ("kiln_pkg", "kiln_pkg_split", "kiln_slurm_node", "kiln_repo_key_verdict", "kiln_stack_violations")
-# The compatibility engine's modules (module_utils/kiln_compat_engine): all of them, and its data.
+# The compatibility engine's modules (module_utils/kiln_compat_engine): all of them, and its data. They import
+# by top-level name once a filter registry has put module_utils/ on sys.path (docs/architecture.md "Python layout").
 WARM_MODULES = (
     "kiln_compat_engine.rules", "kiln_compat_engine.recommend", "kiln_compat_engine.packages",
     "kiln_compat_engine.repos", "kiln_compat_engine.inventory", "kiln_compat_engine.report",

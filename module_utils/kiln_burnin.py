@@ -20,10 +20,10 @@ try:
         expected_gpu_count, failed_before_pairs, health_checks, nccl_check, node_sku, pair_band, passive_checks,
         relative_single_node, required_checks, tools_check,
     )
-    from ansible.module_utils.kiln_burnin_pair_phase import REASON_PREFIX, kiln_drain, pair_checks
+    from ansible.module_utils.kiln_burnin_pair_phase import pair_checks
     from ansible.module_utils import kiln_fabric_checks, kiln_fabric_pairs
     from ansible.module_utils import kiln_drift
-    from ansible.module_utils.kiln_node_state import DRAIN, HELD, decide
+    from ansible.module_utils.kiln_node_state import BURNIN_REASON_PREFIX, DRAIN, HELD, decide, kiln_reason
     from ansible.module_utils.kiln_sinfo import parse_sinfo
 except ImportError:  # imported as a top-level module (unit tests)
     import kiln_baseline  # type: ignore[no-redef]
@@ -37,11 +37,11 @@ except ImportError:  # imported as a top-level module (unit tests)
         expected_gpu_count, failed_before_pairs, health_checks, nccl_check, node_sku, pair_band, passive_checks,
         relative_single_node, required_checks, tools_check,
     )
-    from kiln_burnin_pair_phase import REASON_PREFIX, kiln_drain, pair_checks  # type: ignore[no-redef]
+    from kiln_burnin_pair_phase import pair_checks  # type: ignore[no-redef]
     import kiln_fabric_checks  # type: ignore[no-redef]
     import kiln_fabric_pairs  # type: ignore[no-redef]
     import kiln_drift  # type: ignore[no-redef]
-    from kiln_node_state import DRAIN, HELD, decide  # type: ignore[no-redef]
+    from kiln_node_state import BURNIN_REASON_PREFIX, DRAIN, HELD, decide, kiln_reason  # type: ignore[no-redef]
     from kiln_sinfo import parse_sinfo  # type: ignore[no-redef]
 
 #: Fabric checks a node's PASS needs when RDMA ports are expected of it (docs/burnin.md).
@@ -396,11 +396,11 @@ def plan_actions(nodes: Mapping[str, Mapping[str, Any]], mode: str, drained_befo
         record = nodes[node]
         status = record.get("status")
         before = drained_before.get(node)
-        by_person = before is not None and not kiln_drain(before)
+        by_person = before is not None and not kiln_reason(before)
         failed = [c["id"] for c in record.get("checks") or [] if c.get("status") == FAIL]
         if status == FAIL and not by_person:
             first = next((c for c in record.get("checks") or [] if c.get("status") == FAIL), {})
-            reason = f"{REASON_PREFIX} {', '.join(failed)}: {first.get('detail') or ''}"
+            reason = f"{BURNIN_REASON_PREFIX} {', '.join(failed)}: {first.get('detail') or ''}"
             action = {"action": "drain", "reason": reason[:200].rstrip(),
                       "why": "failed " + ", ".join(failed)}
         elif node in resumed and mode == "swap" and status in resume_on and (
@@ -420,7 +420,7 @@ def plan_actions(nodes: Mapping[str, Mapping[str, Any]], mode: str, drained_befo
                        "applied": backend != "none"})
         if slurm is not None and backend == "slurm":
             row = slurm.get(action["slurm_node"])
-            outcome, held = decide(row, DRAIN, action["reason"] or REASON_PREFIX) if row is not None else ("", "")
+            outcome, held = decide(row, DRAIN, action["reason"] or BURNIN_REASON_PREFIX) if row is not None else ("", "")
             if outcome == HELD:
                 action.update({"action": "hold", "reason": row.get("reason") or None, "applied": False,
                                "why": f"{held}; kiln's {action['action']} not applied ({action['why']})"})

@@ -18,7 +18,7 @@ try:
     from ansible.module_utils.kiln_burnin_checks import (
         BASELINE_CHECK, FAIL, INCOMPLETE, PAIR_CHECK, PASS, SKIP, WARN, check, nccl_check, pair_band,
     )
-    from ansible.module_utils.kiln_node_state import CHANGE, KILN_REASON_PREFIXES, RESUME, decide, kiln_reason
+    from ansible.module_utils.kiln_node_state import CHANGE, KILN_REASON_PREFIXES, RESUME, decide
     from ansible.module_utils.kiln_sinfo import DOWN, DRAINED, UNRECOGNISED, condition
 except ImportError:  # imported as a top-level module (unit tests)
     import kiln_baseline  # type: ignore[no-redef]
@@ -28,19 +28,8 @@ except ImportError:  # imported as a top-level module (unit tests)
     from kiln_burnin_checks import (  # type: ignore[no-redef]
         BASELINE_CHECK, FAIL, INCOMPLETE, PAIR_CHECK, PASS, SKIP, WARN, check, nccl_check, pair_band,
     )
-    from kiln_node_state import CHANGE, KILN_REASON_PREFIXES, RESUME, decide, kiln_reason  # type: ignore[no-redef]
+    from kiln_node_state import CHANGE, KILN_REASON_PREFIXES, RESUME, decide  # type: ignore[no-redef]
     from kiln_sinfo import DOWN, DRAINED, UNRECOGNISED, condition  # type: ignore[no-redef]
-
-#: A drain reason that starts with this was set by the burn-in (one of kiln_node_state.KILN_REASON_PREFIXES,
-#: re-exported here with it: the burn-in's and the rolling upgrade's, the only drains kiln replaces or lifts).
-REASON_PREFIX = "BURNIN:"
-
-
-def kiln_drain(reason: Any) -> bool:
-    """True when a Slurm drain reason is one kiln set (burn-in or rolling upgrade), not a person's
-    (``kiln_node_state.kiln_reason``: the one list of kiln's prefixes)."""
-    return kiln_reason(reason)
-
 
 MODES = ("quick", "default", "acceptance", "swap")
 

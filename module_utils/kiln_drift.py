@@ -39,8 +39,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:  # inside an Ansible module (library/kiln_burnin.py)
+    from ansible.module_utils.kiln_filter_error import FilterError, as_filter
     from ansible.module_utils.kiln_pkgdb import PkgError, kiln_pkg_plan, kiln_pkg_split
-except ImportError:  # a top-level module (filter plugins, unit tests)
+except ImportError:  # a top-level module (controller, unit tests)
+    from kiln_filter_error import FilterError, as_filter  # type: ignore[no-redef]
     from kiln_pkgdb import PkgError, kiln_pkg_plan, kiln_pkg_split  # type: ignore[no-redef]
 
 SCHEMA = "kiln.as-built/v1"
@@ -459,3 +461,61 @@ def mixed_text(mixed: Sequence[Mapping[str, Any]]) -> str:
     return " | ".join(
         f"{m['component']} " + "; ".join(f"{v} on {', '.join(nodes)}" for v, nodes in m["versions"].items())
         for m in mixed)
+
+# --------------------------------------------------------------------------- the filters
+# What filter_plugins/kiln_drift_filters.py registers: each input checked (one FilterError naming the
+# filter and the input), then the functions above.
+
+def _mapping(name: str, what: str, value: Any) -> dict[Any, Any]:
+    """*value* (none: empty) as a dict, or one FilterError naming the filter and the input."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise FilterError(f"{name}: {what} must be a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def kiln_as_built(read: Any, host: Any, kernel: Any = None, os: Any = None, gpu: Any = None,
+                  fabric: Any = None, applied: Any = None) -> Any:
+    """The as-built record of one node from a kiln_packages state=read result."""
+    if not isinstance(read, dict) or "packages" not in read or read.get("pkg_mgr") not in ("apt", "dnf"):
+        raise FilterError(f"kiln_as_built: {host}: expected the result of kiln_packages state=read "
+                          "(packages, held, pins, pkg_mgr apt or dnf)")
+    build = as_filter(as_built, (DriftError,))
+    return build(str(host), read["pkg_mgr"], read.get("packages") or {},
+                 read.get("held") or [], read.get("pins") or {}, kernel=kernel, os_id=os, gpu=gpu,
+                 fabric=fabric, applied=applied, pins_dir=read.get("pins_dir"),
+                 pins_dir_present=read.get("pins_dir_present"))
+
+
+def kiln_node_drift(record: Any, host: Any, intended_stack: Any = None, expected: Any = None) -> Any:
+    """One node's drift rows (pins, pin, hold, stack) from its as-built record."""
+    return as_filter(node_drift, (DriftError,))(str(host), record, intended_stack, expected)
+
+
+def kiln_drift_expected_pins(owners: Any, groups: Any, components: Any = None) -> Any:
+    """The owners whose pins a node must have (kiln_drift_pin_owners, its groups, its stack's components)."""
+    return as_filter(expected_owners, (DriftError,))(owners, groups, [] if components is None else components)
+
+
+def kiln_drift_report(records: Any, intended: Any = None, partitions: Any = None, run_id: Any = "",
+                      expected: Any = None) -> Any:
+    """The drift gate's report over every node (rows, per-node status, overall status, table)."""
+    name = "kiln_drift_report"
+    build = as_filter(report, (DriftError,))
+    return build(_mapping(name, "the input (node -> as-built record)", records),
+                 _mapping(name, "intended (node -> stack fingerprint)", intended),
+                 _mapping(name, "partitions (node -> partition)", partitions),
+                 "" if run_id is None else str(run_id),
+                 _mapping(name, "expected (node -> pin owners)", expected))
+
+
+def kiln_drift_prom(report: Any, node: Any = None, timestamp: Any = None) -> str:
+    """Prometheus textfile of a drift report (every node, or one)."""
+    try:
+        when = None if timestamp is None else float(timestamp)
+    except (TypeError, ValueError) as exc:
+        raise FilterError(f"kiln_drift_prom: timestamp {timestamp!r} is not a number of seconds") from exc
+    if not isinstance(report, dict):
+        raise FilterError(f"kiln_drift_prom: expected a kiln_drift_report result, got {type(report).__name__}")
+    return as_filter(prometheus, (DriftError,))(report, None if node is None else str(node), when)

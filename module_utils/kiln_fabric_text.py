@@ -6,7 +6,8 @@ perftest (``ib_write_bw`` / ``ib_read_bw`` / ``ib_send_bw``) output, each return
 (formats: module_utils/kiln_fabric.py's docstring; recorded outputs in tests/fixtures/rdma/recorded).
 
 Pure functions, standard library only (ships to managed hosts through AnsiballZ). The sysfs reader,
-the shared normalisers and ``merge_sources`` are in ``kiln_fabric``.
+the shared normalisers and ``merge_sources`` are in ``kiln_fabric``. ``kiln_fabric_port_lines`` (one
+line per port of the facts, for the operator) is the filter of that name.
 """
 
 from __future__ import annotations
@@ -418,3 +419,19 @@ def parse_perftest(text: Any) -> dict[str, Any]:
         result["bw_peak_gbps"] = round(_to_gbps(largest["bw_peak"], result["units"]), 6)
     result["ok"] = not problems and bool(result["rows"])
     return result
+
+
+def kiln_fabric_port_lines(hcas: Any) -> list[str]:
+    """One line per RDMA port: ``mlx5_0/1 ConnectX-7 InfiniBand ACTIVE/LinkUp 400 Gb/sec (4X NDR) ibp26s0``."""
+    lines = []
+    for hca in hcas if isinstance(hcas, list) else []:
+        if not isinstance(hca, Mapping):
+            continue
+        for port in hca.get("ports") or []:
+            if not isinstance(port, Mapping):
+                continue
+            netdevs = ",".join(str(n) for n in port.get("netdevs") or []) or "-"
+            lines.append(f"{hca.get('name')}/{port.get('port')} {hca.get('model') or hca.get('hca_type') or '?'} "
+                         f"{port.get('link_layer') or '?'} {port.get('state') or '?'}/{port.get('phys_state') or '?'} "
+                         f"{port.get('rate') or '?'} fw {hca.get('fw_ver') or '?'} {netdevs}")
+    return lines

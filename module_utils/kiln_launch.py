@@ -16,8 +16,8 @@ The result is always a list of strings for ``ansible.builtin.command``'s
 ``argv``: no shell ever parses it, and each host name or address is one
 comma-separated element of ``-w``/``--host``, never shell text. Standard
 library only (no Ansible import); importable as ``kiln_launch`` and as
-``ansible.module_utils.kiln_launch``; the Jinja filter ``kiln_launch_argv``
-(filter_plugins/kiln_launch_filters.py) is a thin wrapper.
+``ansible.module_utils.kiln_launch``; the Jinja filter ``kiln_launch_argv`` (at the end,
+registered by filter_plugins/kiln_launch_filters.py) checks the play's settings and calls it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, List, Optional
 
-__all__ = ["JOB_NAME", "LAUNCHERS", "LaunchError", "launch_argv"]
+try:
+    from ansible.module_utils.kiln_filter_error import FilterError
+except ImportError:  # a top-level module (controller, unit tests)
+    from kiln_filter_error import FilterError  # type: ignore[no-redef]
+
+__all__ = ["JOB_NAME", "LAUNCHERS", "LAUNCH_KEYS", "LaunchError", "kiln_launch_argv", "launch_argv"]
 
 #: Slurm job name of every burn-in launch (tests and operators find the jobs by it: squeue --name).
 JOB_NAME = "kiln-burnin"
@@ -138,3 +143,36 @@ def launch_argv(launcher: str, members: Sequence[str], *, ppn: Any, program: Seq
         argv += ["-x", name]
     argv += ["-np", str(len(hosts) * slots), "--host", ",".join(f"{name}:{slots}" for name in names)]
     return argv + command
+
+# --------------------------------------------------------------------------- the filters
+# What filter_plugins/kiln_launch_filters.py registers: each input checked (one FilterError naming the
+# filter and the input), then the functions above.
+
+#: Keys of the filter's ``launch`` mapping.
+LAUNCH_KEYS = frozenset({"launcher", "ppn", "iface", "env", "slurm_names", "addresses", "reservation"})
+
+
+def kiln_launch_argv(members: Any, launch: Any, program: Any, timeout: Any) -> list[str]:
+    """argv of one all-reduce on *members* (inventory hosts) with the play's *launch* settings.
+
+    *launch* holds ``launcher`` (srun or mpirun), ``ppn``, ``slurm_names``, ``addresses``,
+    ``iface``, ``env`` (the run's environment: its names are forwarded by mpirun) and
+    ``reservation`` (srun; empty or None for none).
+    """
+    if not isinstance(launch, Mapping):
+        raise FilterError(f"kiln_launch_argv: launch must be a mapping, got {type(launch).__name__}")
+    unknown = sorted(set(launch) - LAUNCH_KEYS)
+    if unknown:
+        raise FilterError(f"kiln_launch_argv: unknown launch keys {', '.join(map(str, unknown))}; "
+                          f"known: {', '.join(sorted(LAUNCH_KEYS))}")
+    if "launcher" not in launch or "ppn" not in launch:
+        raise FilterError("kiln_launch_argv: launch needs launcher and ppn")
+    env = launch.get("env") or {}
+    try:
+        return launch_argv(
+            launch["launcher"], members, ppn=launch["ppn"], program=program, timeout=timeout,
+            slurm_names=launch.get("slurm_names"), addresses=launch.get("addresses"),
+            iface=launch.get("iface") or "", env_names=list(env) if isinstance(env, Mapping) else env,
+            reservation=launch.get("reservation") or None)
+    except LaunchError as exc:
+        raise FilterError(f"kiln_launch_argv: {exc}") from exc

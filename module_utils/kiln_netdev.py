@@ -12,9 +12,9 @@ one before it reaches a tmpfiles.d path or a ``kiln-roce-qos@<netdev>`` unit). I
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, List, Optional
 
-__all__ = ["IFNAMSIZ", "netdev_problem"]
+__all__ = ["IFNAMSIZ", "kiln_netdev_problems", "netdev_problem"]
 
 #: Linux IFNAMSIZ is 16 bytes with the terminating NUL: a netdev name has at most 15 characters.
 IFNAMSIZ = 16
@@ -52,3 +52,16 @@ def netdev_problem(name: Any) -> Optional[str]:
     if not _NETDEV_RE.fullmatch(name):
         return f"{_clip(name)} has a character other than letters, digits, '_', '.' and '-'"
     return None
+
+
+def kiln_netdev_problems(names: Any, host: Any = "this host") -> List[str]:
+    """One sentence per netdev name that may not reach a path, unit name or argv (module_utils/kiln_netdev.py:
+    at most 15 characters (Linux IFNAMSIZ), letters, digits, ``_ . -``, no leading ``-`` or ``.``), naming
+    the host and the name; ``[]`` when every name is usable. *names*: a list (or one name)."""
+    items = names if isinstance(names, list) else [names]
+    out = []
+    for name in items:
+        why = netdev_problem(name)
+        if why:
+            out.append(f"{host}: netdev name {why}")
+    return out

@@ -55,6 +55,7 @@ except ImportError:  # imported as a top-level module (unit tests, filter plugin
 
 __all__ = [
     "ACTIONS",
+    "BURNIN_REASON_PREFIX",
     "CHANGE",
     "DRAIN",
     "HELD",
@@ -65,14 +66,19 @@ __all__ = [
     "RESUME",
     "UNCHANGED",
     "UNKNOWN",
+    "UPGRADE_REASON_PREFIX",
     "decide",
     "held_why",
     "kiln_reason",
     "plan",
 ]
 
+#: The start of the burn-in's drain reasons (a node that failed, the swap targets it works around).
+BURNIN_REASON_PREFIX = "BURNIN:"
+#: The start of the rolling upgrade's drain reasons (a batch under upgrade).
+UPGRADE_REASON_PREFIX = "UPGRADE:"
 #: Drain reasons kiln sets: the burn-in's, and the rolling upgrade's. Only these are ever replaced or lifted.
-KILN_REASON_PREFIXES: Tuple[str, ...] = ("BURNIN:", "UPGRADE:")
+KILN_REASON_PREFIXES: Tuple[str, ...] = (BURNIN_REASON_PREFIX, UPGRADE_REASON_PREFIX)
 
 DRAIN, RESUME = "drain", "resume"
 ACTIONS = (DRAIN, RESUME)
@@ -82,7 +88,8 @@ OUTCOMES = (CHANGE, UNCHANGED, HELD, KEPT, LEFT, UNKNOWN)
 
 
 def kiln_reason(reason: Any, prefixes: Sequence[str] = KILN_REASON_PREFIXES) -> bool:
-    """True when a Slurm reason is one kiln set (it starts with one of *prefixes*), not a person's."""
+    """True when a Slurm reason is one kiln set (it starts with one of *prefixes*), not a person's: the
+    one test of "is this drain kiln's" (the burn-in's verdicts, the rolling upgrade's plan)."""
     return str(reason or "").startswith(tuple(prefixes))
 
 

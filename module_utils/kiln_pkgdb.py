@@ -1,6 +1,7 @@
 """Package database and pin planning: pure functions shared by the kiln_packages
 module (library/kiln_packages.py, on the managed host) and the package filters
-(filter_plugins/kiln_pkgs.py, on the controller, which load this file by path).
+(filter_plugins/kiln_package_filters.py, on the controller: the filters are the section
+at the end, the functions above with their PkgError turned into kiln's FilterError).
 
 kiln roles install exact package strings rendered by ``kiln_pkg`` (apt
 ``name=version``, dnf ``name-version-release``). ``kiln_pkgdb_parse`` reads one
@@ -18,6 +19,11 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+try:
+    from ansible.module_utils.kiln_filter_error import FilterError, as_filter
+except ImportError:  # a top-level module (controller, unit tests)
+    from kiln_filter_error import FilterError, as_filter  # type: ignore[no-redef]
 
 
 class PkgError(ValueError):
@@ -406,3 +412,39 @@ def pinned_covered(play: Any, group: Any) -> dict[str, Any] | None:
         return None
     return dict(mine)
 
+
+# --------------------------------------------------------------------------- the filters
+# What filter_plugins/kiln_package_filters.py registers: the functions above as filters (a PkgError
+# becomes a FilterError with the same message), and the kernel ordering of the driver's kernel check.
+kiln_pkg_split_filter = as_filter(kiln_pkg_split, (PkgError,), chain=False)
+kiln_pkgdb_parse_filter = as_filter(kiln_pkgdb_parse, (PkgError,), chain=False)
+kiln_pkg_plan_filter = as_filter(kiln_pkg_plan, (PkgError,), chain=False)
+kiln_pinned_covered = as_filter(pinned_covered, (PkgError,), chain=False)
+
+_KERNEL_NUM = re.compile(r"\d+")
+
+
+def kiln_kernel_key(kernel: str) -> tuple[int, ...]:
+    """Numeric sort key of a kernel release string (6.1.0-28-amd64 -> (6, 1, 0, 28))."""
+    return tuple(int(n) for n in _KERNEL_NUM.findall(str(kernel).split("+")[0]))
+
+
+def kiln_kernels_to_check(running: str, installed: Sequence[str]) -> list[str]:
+    """The running kernel plus every installed kernel newer than it (what may boot next)."""
+    if not isinstance(running, str) or not running:
+        raise FilterError(f"kiln_kernels_to_check: the running kernel must be a release string, "
+                          f"got {type(running).__name__}")
+    if isinstance(installed, (str, Mapping)) or not isinstance(installed, Sequence) \
+            or not all(isinstance(k, str) for k in installed):
+        raise FilterError(f"kiln_kernels_to_check: the installed kernels must be a list of release strings, "
+                          f"got {type(installed).__name__}")
+    newer = [k for k in installed if k != running and kiln_kernel_key(k) > kiln_kernel_key(running)]
+    return [running] + sorted(set(newer), key=kiln_kernel_key)
+
+
+def kiln_format_change(change: Mapping[str, Any]) -> str:
+    """One line for a planned change: ``name from -> to`` or ``name (new) -> to``."""
+    try:
+        return str(format_change(change))
+    except PkgError as exc:
+        raise FilterError(str(exc)) from None

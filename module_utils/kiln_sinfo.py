@@ -5,7 +5,7 @@
 
 Pure functions, standard library only. Importable as ``kiln_sinfo``, as
 ``ansible.module_utils.kiln_sinfo`` (modules, other module_utils) and from the filter
-plugins (filter_plugins/kiln_slurm.py puts module_utils/ on sys.path). Used by the burn-in's
+plugins (docs/architecture.md "Python layout"). Used by the burn-in's
 pair phase (``kiln_burnin_pair_phase.pair_start``) and by the ``kiln_slurm_node_plan`` filter
 (drain/resume through scontrol).
 

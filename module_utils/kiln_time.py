@@ -20,6 +20,11 @@ import re
 import secrets
 from typing import Any, Optional
 
+try:
+    from ansible.module_utils.kiln_filter_error import FilterError
+except ImportError:  # a top-level module (controller, unit tests)
+    from kiln_filter_error import FilterError  # type: ignore[no-redef]
+
 UTC = datetime.timezone.utc
 #: Compact UTC stamp of run ids and directory names (sorts in time order).
 COMPACT = "%Y%m%dT%H%M%SZ"
@@ -100,3 +105,22 @@ def run_id(value: Any, suffix: Any = "", token: Optional[str] = None) -> str:
     if not _TOKEN_RE.match(token):
         raise KilnTimeError(f"run id token {token[:40]!r}: 4-32 lowercase letters or digits")
     return "-".join(part for part in (compact(value), token, suffix) if part)
+
+# --------------------------------------------------------------------------- the filters
+# What filter_plugins/kiln_time_filters.py registers: each input checked (one FilterError naming the
+# filter and the input), then the functions above.
+
+def kiln_utc_epoch(value: Any) -> int:
+    """True epoch seconds of now(utc=true) (naive UTC), an aware datetime, an ISO-8601 time with a zone."""
+    try:
+        return epoch(value)
+    except KilnTimeError as exc:
+        raise FilterError(f"kiln_utc_epoch: {exc}") from exc
+
+
+def kiln_run_id(value: Any, suffix: Any = "") -> str:
+    """<UTC to the second>-<random token>[-<suffix>]: unique per invocation."""
+    try:
+        return run_id(value, suffix)
+    except KilnTimeError as exc:
+        raise FilterError(f"kiln_run_id: {exc}") from exc

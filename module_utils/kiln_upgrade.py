@@ -4,7 +4,8 @@
 """The rolling upgrade's decisions (playbooks/upgrade.yml), as pure functions.
 
 Standard library only; importable as ``kiln_upgrade`` and as
-``ansible.module_utils.kiln_upgrade`` (filter_plugins/kiln_upgrade_filters.py wraps it).
+``ansible.module_utils.kiln_upgrade``; the filters are the section at the end
+(registered by filter_plugins/kiln_upgrade_filters.py).
 
 * :func:`stack_fingerprint` -- the short id of a resolved stack (what a node's stack
   record, ``/var/lib/kiln/stack/applied.json``, carries).
@@ -36,14 +37,16 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 try:
-    from ansible.module_utils.kiln_burnin_pair_phase import kiln_drain
-    from ansible.module_utils.kiln_sinfo import DOWN, DRAINED, UNRECOGNISED, condition
-except ImportError:  # plain import (filters, unit tests)
-    from kiln_burnin_pair_phase import kiln_drain  # type: ignore[no-redef]
-    from kiln_sinfo import DOWN, DRAINED, UNRECOGNISED, condition  # type: ignore[no-redef]
+    from ansible.module_utils.kiln_filter_error import FilterError, as_filter
+    from ansible.module_utils.kiln_node_state import UPGRADE_REASON_PREFIX, kiln_reason
+    from ansible.module_utils.kiln_sinfo import DOWN, DRAINED, UNRECOGNISED, condition, parse_sinfo
+except ImportError:  # plain import (controller, unit tests)
+    from kiln_filter_error import FilterError, as_filter  # type: ignore[no-redef]
+    from kiln_node_state import UPGRADE_REASON_PREFIX, kiln_reason  # type: ignore[no-redef]
+    from kiln_sinfo import DOWN, DRAINED, UNRECOGNISED, condition, parse_sinfo  # type: ignore[no-redef]
 
-#: The drain reason of a batch under upgrade (a kiln drain: kiln_burnin_pair_phase.KILN_REASON_PREFIXES).
-REASON_PREFIX = "UPGRADE:"
+#: The drain reason of a batch under upgrade (a kiln drain: kiln_node_state.KILN_REASON_PREFIXES).
+REASON_PREFIX = UPGRADE_REASON_PREFIX
 #: How a node of the rollout ends up.
 DONE, TODO, HELD, UNREACHABLE = "done", "todo", "held", "unreachable"
 #: A node's kiln_upgrade_status.state in a batch: set when its batch starts (before its drain),
@@ -200,7 +203,7 @@ def plan(nodes: Sequence[str], info: Mapping[str, Mapping[str, Any]],
                 out["why"][node] = f"{row.get('state')} in Slurm ({row.get('reason') or 'no reason'}): not upgraded"
                 continue
             if state == DRAINED:
-                if not kiln_drain(row.get("reason")):
+                if not kiln_reason(row.get("reason")):
                     out[HELD].append(node)
                     out["why"][node] = (f"held by operator: {row.get('reason') or 'no reason'}; left alone: "
                                         "resume it and re-run to upgrade it")
@@ -398,3 +401,126 @@ def summary(plan: Mapping[str, Any], statuses: Mapping[str, Any], run_id: str = 
     headline = ", ".join(f"{k} {counts[k]}" for k in sorted(counts)) or "no nodes"
     return {"run_id": run_id, "nodes": nodes, "counts": counts, "headline": headline, "lines": lines,
             "complete": complete}
+
+
+# --------------------------------------------------------------------------- the filters
+# What filter_plugins/kiln_upgrade_filters.py registers: each input checked (one FilterError naming
+# the filter and the input), then the functions above.
+
+def _names(func: str, what: str, value: Any) -> list[str]:
+    """*value* as a list of node names, or one FilterError naming the filter and the input."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) for name in value):
+        raise FilterError(f"{func}: {what} must be a list of node names, got {type(value).__name__}")
+    return list(value)
+
+
+def _mapping(func: str, what: str, value: Any, values: tuple[type, ...] = ()) -> dict[Any, Any]:
+    """*value* (none: empty) as a dict, its values of *values* types (or none) when given."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or (values and not all(v is None or isinstance(v, values) for v in value.values())):
+        raise FilterError(f"{func}: {what} must be a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def kiln_stack_fingerprint(stack: Any) -> str:
+    """12 hex of sha256 over the canonical JSON of a resolved stack."""
+    try:
+        return stack_fingerprint(stack)
+    except UpgradeConfigError as exc:
+        raise FilterError(f"kiln_stack_fingerprint: {exc}") from exc
+
+
+def kiln_upgrade_plan(nodes: Any, info: Any, sinfo_lines: Any = None, slurm_names: Any = None, batch: Any = 1,
+                      rollback: Any = False) -> Any:
+    """The rollout (done, todo, held, unreachable, batches) from stack records and sinfo lines (None: no Slurm)."""
+    name = "kiln_upgrade_plan"
+    nodes = _names(name, "the input (the nodes)", nodes)
+    info = _mapping(name, "info (node -> {reachable, intended, applied})", info, (Mapping,))
+    if sinfo_lines is not None and not isinstance(sinfo_lines, (list, tuple)):
+        raise FilterError(f"{name}: the sinfo lines must be a list, got {type(sinfo_lines).__name__}")
+    slurm_names = _mapping(name, "slurm_names (node -> Slurm name)", slurm_names, (str,))
+    sinfo = None if sinfo_lines is None else parse_sinfo(sinfo_lines)
+    return as_filter(plan, (UpgradeConfigError,))(nodes, info, sinfo, slurm_names, batch, _flag(rollback))
+
+
+def kiln_upgrade_rollback_target(applied: Any, previous: Any) -> Any:
+    """The record of the stack a rollback returns the node to (applied, when a rollback wrote it; else previous), or None."""
+    for what, record in (("applied", applied), ("previous", previous)):
+        if record is not None and not isinstance(record, Mapping):
+            raise FilterError(f"kiln_upgrade_rollback_target: {what} must be a stack record (a mapping) or none, "
+                              f"got {type(record).__name__}")
+    return rollback_target(applied, previous)
+
+
+def kiln_upgrade_next_record(new: Any, old: Any = None, rollback: Any = False) -> Any:
+    """The applied record to write: *new*, plus rolled_back_from when a rollback changes the stack (kept while it stays)."""
+    if not isinstance(new, Mapping):
+        raise FilterError(f"kiln_upgrade_next_record: the input must be a stack record (a mapping), "
+                          f"got {type(new).__name__}")
+    if old is not None and not isinstance(old, Mapping):
+        raise FilterError(f"kiln_upgrade_next_record: old must be a stack record (a mapping) or none, "
+                          f"got {type(old).__name__}")
+    try:
+        return next_record(new, old, _flag(rollback))
+    except UpgradeConfigError as exc:
+        raise FilterError(f"kiln_upgrade_next_record: {exc}") from exc
+
+
+def kiln_upgrade_account(plan: Any, hostvars: Any, batch: Any, unreachable: Any = (), max_fail_percentage: Any = 0) -> Any:
+    """Whether this batch may start: every node of the earlier batches verified, every node of this one answering."""
+    name = "kiln_upgrade_account"
+    batch = _names(name, "batch (the nodes of this batch)", batch or [])
+    unreachable = _names(name, "unreachable (node names)", unreachable or [])
+    decide = as_filter(account, (UpgradeConfigError,))
+    return decide(plan, _statuses(plan, hostvars, name), batch, unreachable, max_fail_percentage)
+
+
+def kiln_upgrade_record(text: Any) -> Any:
+    """A JSON object from text, or None (empty, not JSON, not an object)."""
+    return read_record(text)
+
+
+def kiln_upgrade_node_info(hostvars_of_node: Any) -> Any:
+    """{reachable, intended, applied} of one node from the plan play's facts."""
+    return node_info(hostvars_of_node)
+
+
+def kiln_upgrade_verdicts(batch: Any, summary: Any) -> Any:
+    """Each node of a batch from its burn-in summary; missing or unreadable -> INCOMPLETE."""
+    return batch_verdicts(_names("kiln_upgrade_verdicts", "the input (the batch)", batch), summary)
+
+
+def kiln_upgrade_reason(fingerprint: Any, run_id: Any) -> str:
+    """The drain reason of a batch under upgrade (UPGRADE: ...)."""
+    return drain_reason(str(fingerprint), str(run_id))
+
+
+def kiln_upgrade_summary(plan: Any, hostvars: Any, run_id: Any = "") -> Any:
+    """The rollout's report from the plan and each node's kiln_upgrade_status fact (hostvars)."""
+    return summary(plan, _statuses(plan, hostvars, "kiln_upgrade_summary"), str(run_id))
+
+
+def _statuses(plan: Any, hostvars: Any, name: str) -> dict[str, Any]:
+    """{node: its kiln_upgrade_status fact or None} for the plan's nodes to do; wrong types refused naming *name*."""
+    if not isinstance(plan, Mapping):
+        raise FilterError(f"{name}: the plan must be a kiln_upgrade_plan result, got {type(plan).__name__}")
+    for key in ("done", "todo", "held", "unreachable", "order"):
+        _names(name, f"the plan's {key}", plan.get(key) or [])
+    _mapping(name, "the plan's why", plan.get("why"))
+    if not isinstance(hostvars, Mapping):
+        raise FilterError(f"{name}: hostvars must be a mapping, got {type(hostvars).__name__}")
+    statuses = {}
+    for node in list(plan.get("todo") or []):
+        try:
+            statuses[node] = hostvars[node].get("kiln_upgrade_status")
+        except (KeyError, AttributeError, TypeError):
+            statuses[node] = None
+    return statuses
+
+
+def _flag(value: Any) -> bool:
+    """A boolean flag as Ansible's bool filter reads it (a string 'false' is false)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "y", "t")
+    return bool(value)

@@ -21,6 +21,6 @@ package only interprets it. Modules, in dependency order:
 - ``probe``: the controller-library probe
 
 Ansible sees these functions as filters through the thin registry
-``filter_plugins/kiln_compat.py``; docs/architecture.md "Python layout" says how
+``filter_plugins/kiln_compat_filters.py``; docs/architecture.md "Python layout" says how
 it imports this package.
 """

@@ -3,10 +3,11 @@
 """The package's one error class, and the checks of a filter's input that raise it.
 
 :class:`CompatError` is what every function of the package raises for bad
-input. Where ansible-core is importable (always, when Ansible loads the filter
-registry) it is a subclass of ``AnsibleFilterError``, so a filter's error reads
-exactly as before and ``except AnsibleFilterError`` still catches it; without
-ansible-core the package stays usable and CompatError is a plain Exception.
+input. It derives from kiln's one filter error (``kiln_filter_error.FilterError``):
+where ansible-core is importable (always, when Ansible loads the filter registry)
+that is an ``AnsibleFilterError``, so a filter's error reads exactly as before and
+``except AnsibleFilterError`` still catches it; without ansible-core the package
+stays usable and CompatError is a plain Exception.
 """
 
 from __future__ import annotations
@@ -14,15 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
-try:  # ansible-core is always present when Ansible loads the filters
-    from ansible.errors import AnsibleFilterError as _Base
-except ImportError:  # pragma: no cover - only without ansible-core installed
-
-    class _Base(Exception):  # type: ignore[no-redef]
-        """Stand-in used when ansible-core is not importable."""
+try:  # kiln's one filter error (module_utils/kiln_filter_error.py)
+    from ansible.module_utils.kiln_filter_error import FilterError
+except ImportError:  # imported as a top-level module (controller, unit tests)
+    from kiln_filter_error import FilterError  # type: ignore[no-redef]
 
 
-class CompatError(_Base):
+class CompatError(FilterError):
     """A kiln compatibility-engine error: the message says what is wrong and how to fix it."""
 
 

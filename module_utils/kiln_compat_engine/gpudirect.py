@@ -120,3 +120,13 @@ def kiln_gpudirect(stack: Mapping[str, Any] | None, kernel: str | None = None) -
     if peer_ok:
         return result("peermem", f"nvidia-peermem (auto): DMA-BUF is not certain ({dma_txt}); {peer_txt}.")
     return result("none", f"No GPUDirect RDMA (auto): DMA-BUF is not certain ({dma_txt}) and {peer_txt}.")
+
+
+def kiln_node_gpudirect(stack: Any, kernel: Any = None, gpu_model: Any = None) -> dict[str, Any]:
+    """The GPUDirect RDMA method of one host: kiln_gpudirect of its stack and kernel, the stack's ``gpu``
+    taken from the host's detected board (``kiln_gpu_model``) when the stack names none."""
+    stack = dict(stack) if isinstance(stack, Mapping) else {}
+    name = gpu_model.get("name") if isinstance(gpu_model, Mapping) else None
+    if not stack.get("gpu") and isinstance(name, str) and name:
+        stack["gpu"] = name
+    return kiln_gpudirect(stack, kernel)

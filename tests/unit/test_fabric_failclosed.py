@@ -22,7 +22,8 @@ import kiln_burnin as kb
 import kiln_burnin_pair_phase as pp
 import kiln_fabric
 import kiln_fabric_checks as fc
-import kiln_fabric_filters as ff
+import kiln_burnin_rdma as ff  # the RDMA pair filters (registry: filter_plugins/kiln_fabric_filters.py)
+import kiln_netdev
 import kiln_fabric_pairs as fp
 from kiln_loader import load_source
 from kiln_playbook import ANSIBLE_PLAYBOOK, run_playbook
@@ -374,7 +375,7 @@ HOSTILE_NETDEVS = ["-rf", "--help", "a" * 16, "eth0 x", "eth0\nx", "eth\t0", "..
 
 @pytest.mark.parametrize("name", HOSTILE_NETDEVS, ids=repr)
 def test_hostile_netdev_names_are_refused_naming_host_and_name(name):
-    problems = ff.kiln_netdev_problems([name], "gpu07")
+    problems = kiln_netdev.kiln_netdev_problems([name], "gpu07")
     assert len(problems) == 1 and problems[0].startswith("gpu07: netdev name ")
     if isinstance(name, str) and name:
         assert repr(name)[:20] in problems[0]
@@ -382,7 +383,7 @@ def test_hostile_netdev_names_are_refused_naming_host_and_name(name):
 
 @pytest.mark.parametrize("name", ["eth0", "ib0", "enp26s0f0np0", "ibp26s0", "bond0.100", "a" * 15, "mlx5_ib0"])
 def test_real_netdev_names_pass(name):
-    assert ff.kiln_netdev_problems([name], "gpu07") == []
+    assert kiln_netdev.kiln_netdev_problems([name], "gpu07") == []
 
 
 def test_hostile_netdev_in_sysfs_is_a_fact_problem():

@@ -15,7 +15,7 @@ import pytest
 import kiln_baseline
 import kiln_burnin as kb
 import kiln_fabric
-import kiln_fabric_filters as ff
+import kiln_burnin_rdma as ff  # the RDMA pair filters (registry: filter_plugins/kiln_fabric_filters.py)
 import kiln_report
 from kiln_loader import load_source
 

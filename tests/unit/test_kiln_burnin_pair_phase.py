@@ -16,6 +16,7 @@ sys.path.insert(0, str(REPO / "module_utils"))
 import kiln_baseline  # noqa: E402
 import kiln_burnin as kb  # noqa: E402
 import kiln_burnin_pair_phase as kbp  # noqa: E402
+import kiln_node_state as kns  # noqa: E402
 import kiln_sinfo as ksi  # noqa: E402
 import kiln_report  # noqa: E402
 import kiln_verdict  # noqa: E402
@@ -193,8 +194,8 @@ def test_actions_upgrade_drain_is_kilns_and_resume_on_pass_only():
     assert default["u2"]["action"] == "resume"  # the burn-in's own default keeps a WARN in service
     with pytest.raises(kiln_verdict.KilnConfigError, match="kiln_burnin_resume_on"):
         kb.plan_actions(nodes, "swap", drained, [], resume_on=["FAIL"])
-    assert kbp.kiln_drain("UPGRADE: x") and kbp.kiln_drain("BURNIN: y")
-    assert not kbp.kiln_drain(None) and not kbp.kiln_drain("RMA 1") and not kbp.kiln_drain(" BURNIN: z")
+    assert kns.kiln_reason("UPGRADE: x") and kns.kiln_reason("BURNIN: y")
+    assert not kns.kiln_reason(None) and not kns.kiln_reason("RMA 1") and not kns.kiln_reason(" BURNIN: z")
 
 
 def test_actions_outside_swap_keep_a_burnin_drain():

@@ -233,11 +233,11 @@ def test_filters_exposed():
 
 
 def test_filter_equals_the_function_and_reads_the_environment_names():
-    assert klf.kiln_launch_argv(["c2", "c1", "c3", "c4"], LAUNCH, NCCL, 1800) == kl.launch_argv(
+    assert kl.kiln_launch_argv(["c2", "c1", "c3", "c4"], LAUNCH, NCCL, 1800) == kl.launch_argv(
         "mpirun", ["c2", "c1", "c3", "c4"], ppn=8, program=NCCL, timeout=1800, addresses=ADDR, iface="ens2",
         env_names=ENV)
     srun = dict(LAUNCH, launcher="srun", reservation="kiln-burnin-r")
-    assert klf.kiln_launch_argv(["c1", "c3"], srun, CPU, 900) == kl.launch_argv(
+    assert kl.kiln_launch_argv(["c1", "c3"], srun, CPU, 900) == kl.launch_argv(
         "srun", ["c1", "c3"], ppn=8, program=CPU, timeout=900, slurm_names=SLURM, reservation="kiln-burnin-r")
 
 
@@ -250,7 +250,7 @@ def test_filter_equals_the_function_and_reads_the_environment_names():
 ])
 def test_filter_errors_are_ansible_filter_errors(members, launch, match):
     with pytest.raises(AnsibleFilterError, match=match):
-        klf.kiln_launch_argv(members, launch, CPU, 9)
+        kl.kiln_launch_argv(members, launch, CPU, 9)
 
 
 def test_no_filter_file_shadows_a_module_utils_module():

@@ -1,18 +1,18 @@
-"""Package planning filters (filter_plugins/kiln_pkgs.py) used by the packages role's pinned_install."""
+"""Package planning filters (module_utils/kiln_pkgdb.py, registry filter_plugins/kiln_package_filters.py) used by the packages role's pinned_install."""
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-import kiln_pkgs
-from kiln_pkgs import (
-    FilterModule,
+import kiln_package_filters
+from kiln_package_filters import FilterModule
+from kiln_pkgdb import (
     kiln_format_change,
     kiln_kernel_key,
     kiln_kernels_to_check,
-    kiln_pkg_plan,
-    kiln_pkg_split,
 )
+from kiln_pkgdb import kiln_pkg_plan_filter as kiln_pkg_plan
+from kiln_pkgdb import kiln_pkg_split_filter as kiln_pkg_split
 
 # package_facts output as recorded on a Debian 12 node of the gpu scenario
 APT_FACTS = {
@@ -105,5 +105,5 @@ def test_filter_module_exposes_documented_filters():
     names = set(FilterModule().filters())
     assert names == {"kiln_pkg_split", "kiln_pkg_plan", "kiln_pkgdb_parse", "kiln_kernel_key", "kiln_kernels_to_check",
                      "kiln_format_change", "kiln_pinned_covered"}
-    docs = {p.stem for p in __import__("pathlib").Path(kiln_pkgs.__file__).parent.glob("kiln_*.yml")}
+    docs = {p.stem for p in __import__("pathlib").Path(kiln_package_filters.__file__).parent.glob("kiln_*.yml")}
     assert names <= docs

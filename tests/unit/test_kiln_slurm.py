@@ -1,10 +1,11 @@
-"""Unit tests for filter_plugins/kiln_slurm.py (pure functions, no Ansible run)."""
+"""Unit tests for module_utils/kiln_slurm_nodes.py and its registry filter_plugins/kiln_slurm_filters.py (no Ansible run)."""
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-import kiln_slurm as ks
+import kiln_slurm_filters
+import kiln_slurm_nodes as ks
 
 FACTS = {
     "hostname": "gpu01", "processor_count": 2, "processor_cores": 32, "processor_threads_per_core": 2,
@@ -13,7 +14,7 @@ FACTS = {
 
 
 def test_filters_exposed():
-    assert set(ks.FilterModule().filters()) == {
+    assert set(kiln_slurm_filters.FilterModule().filters()) == {
         "kiln_slurm_gpu_type", "kiln_slurm_gpu_files", "kiln_slurm_node", "kiln_slurm_node_descriptions",
         "kiln_slurm_node_plan"}
 
@@ -103,10 +104,11 @@ def test_plan_rejects_state():
 
 
 def test_plan_uses_the_shared_sinfo_parser():
-    """kiln_sinfo is the one parser: the filter module reaches module_utils through sys.path."""
+    """kiln_sinfo is the one parser: the filter plans through kiln_node_state, which parses with it."""
+    import kiln_node_state
     import kiln_sinfo
 
-    assert ks.parse_sinfo is kiln_sinfo.parse_sinfo
+    assert ks.kiln_node_state is kiln_node_state and kiln_node_state.parse_sinfo is kiln_sinfo.parse_sinfo
 
 
 @pytest.mark.parametrize("state, resumed", [

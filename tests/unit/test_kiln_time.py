@@ -11,7 +11,7 @@ import time
 import pytest
 
 import kiln_time as kt
-from kiln_time_filters import kiln_run_id, kiln_utc_epoch
+from kiln_time import kiln_run_id, kiln_utc_epoch
 
 UTC = datetime.timezone.utc
 NEW_YEAR = 1767225600  # 2026-01-01T00:00:00Z

@@ -208,10 +208,10 @@ def test_verdicts_never_pass_garbage(garbage):
 # --- reason and report -------------------------------------------------------------------------
 
 def test_drain_reason_is_a_kiln_drain():
-    import kiln_burnin_pair_phase as kbp
+    import kiln_node_state as kns
 
     reason = ku.drain_reason(FP_NEW, "20261203T000000Z")
-    assert reason.startswith("UPGRADE:") and FP_NEW in reason and kbp.kiln_drain(reason)
+    assert reason.startswith("UPGRADE:") and FP_NEW in reason and kns.kiln_reason(reason)
     assert len(ku.drain_reason("x" * 500, "y")) <= 200
 
 

@@ -22,7 +22,7 @@ def test_warm_loads_every_kiln_filter_file_the_engine_and_the_compat_data() -> N
     module = _callback()
     module.CallbackModule().v2_playbook_on_start(None)
     loaded = {Path(getattr(m, "__file__", "") or "").name for m in list(sys.modules.values())}
-    for name in ("kiln_compat.py", "kiln_pkgs.py", "kiln_slurm.py", "kiln_repo_key.py"):
+    for name in ("kiln_compat_filters.py", "kiln_package_filters.py", "kiln_slurm_filters.py", "kiln_repo_key_filters.py"):
         assert name in loaded, name
     engine = REPO / "module_utils" / "kiln_compat_engine"
     loaded_paths = {Path(getattr(m, "__file__", "") or "").resolve() for m in list(sys.modules.values())

@@ -1,4 +1,4 @@
-"""Repository key pinning (filter_plugins/kiln_repo_key.py, roles/nvidia_repos/tasks/key.yml).
+"""Repository key pinning (module_utils/kiln_repo_key.py, registry filter_plugins/kiln_repo_key_filters.py, roles/nvidia_repos/tasks/key.yml).
 
 The rule: a downloaded key file is trusted only when it holds exactly one
 primary key (one ``pub`` record) and that key's full fingerprint is the pin.
@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 import kiln_repo_key as krk
+import kiln_repo_key_filters
 from kiln_compat_engine.repos import kiln_repo
 from ansible.errors import AnsibleFilterError
 
@@ -69,7 +70,7 @@ def assert_refused(result, *fragments: str) -> None:
 
 
 def test_filter_exposed():
-    assert krk.FilterModule().filters() == {"kiln_repo_key_verdict": krk.kiln_repo_key_verdict}
+    assert kiln_repo_key_filters.FilterModule().filters() == {"kiln_repo_key_verdict": krk.kiln_repo_key_verdict}
 
 
 def test_one_key_matching_is_accepted():

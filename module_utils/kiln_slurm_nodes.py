@@ -1,35 +1,26 @@
 # Copyright: kiln contributors
 # SPDX-License-Identifier: MIT
-"""kiln Slurm helpers: node descriptions for slurm.conf/gres.conf from facts, drain/resume plans.
+"""Slurm nodes for templates and plays: node descriptions for slurm.conf/gres.conf from facts,
+and drain/resume plans (through kiln_node_state, the one rule of kiln's drains).
 
-Pure module-level functions (importable from plain pytest), registered as Jinja
-filters by the thin :class:`FilterModule` at the bottom. Documentation for each
-filter is in the adjacent ``<filter_name>.yml`` sidecar files.
+Pure functions; they raise :class:`kiln_filter_error.FilterError` for input they cannot use.
+Registered as filters of the same names by filter_plugins/kiln_slurm_filters.py (documented by
+filter_plugins/<name>.yml). Importable as ``kiln_slurm_nodes`` and as
+``ansible.module_utils.kiln_slurm_nodes``.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-# kiln's pure Python lives in module_utils/: modules import it as ansible.module_utils.<name>,
-# filters put that directory on sys.path and import the top-level name.
-_KILN_MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
-if _KILN_MODULE_UTILS not in sys.path:
-    sys.path.insert(0, _KILN_MODULE_UTILS)
-
-import kiln_node_state  # noqa: E402
-from kiln_sinfo import parse_sinfo  # noqa: E402,F401  # the one sinfo parser, behind kiln_slurm_node_plan
-
-try:  # ansible-core is always present when Ansible loads the plugin
-    from ansible.errors import AnsibleFilterError
-except ImportError:  # pragma: no cover - only without ansible-core installed
-
-    class AnsibleFilterError(Exception):  # type: ignore[no-redef]
-        """Stand-in used when ansible-core is not importable."""
+try:
+    from ansible.module_utils import kiln_node_state
+    from ansible.module_utils.kiln_filter_error import FilterError
+except ImportError:  # imported as a top-level module (controller, unit tests)
+    import kiln_node_state  # type: ignore[no-redef]
+    from kiln_filter_error import FilterError  # type: ignore[no-redef]
 
 
 _FACT_KEYS = ("processor_count", "processor_cores", "processor_threads_per_core", "memtotal_mb")
@@ -48,9 +39,9 @@ def kiln_slurm_gpu_files(count: Any, prefix: str = "/dev/nvidia") -> str:
     try:
         n = int(count)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise AnsibleFilterError(f"kiln_slurm_gpu_files: count must be an integer, got {count!r}") from exc
+        raise FilterError(f"kiln_slurm_gpu_files: count must be an integer, got {count!r}") from exc
     if n < 1:
-        raise AnsibleFilterError(f"kiln_slurm_gpu_files: count must be >= 1, got {n}")
+        raise FilterError(f"kiln_slurm_gpu_files: count must be >= 1, got {n}")
     return f"{prefix}0" if n == 1 else f"{prefix}[0-{n - 1}]"
 
 
@@ -65,16 +56,16 @@ def kiln_slurm_node(facts: Mapping[str, Any], gpu_model: Any = None, memory_rese
     memory than slurm.conf promises.
     """
     if not isinstance(facts, Mapping):
-        raise AnsibleFilterError(f"kiln_slurm_node: facts must be a mapping, got {type(facts).__name__}")
+        raise FilterError(f"kiln_slurm_node: facts must be a mapping, got {type(facts).__name__}")
     missing = [k for k in _FACT_KEYS if facts.get(k) in (None, "")]
     if missing:
-        raise AnsibleFilterError(f"kiln_slurm_node: facts lack {', '.join(missing)} (gather hardware facts first)")
+        raise FilterError(f"kiln_slurm_node: facts lack {', '.join(missing)} (gather hardware facts first)")
     try:
         pct = float(memory_reserve_pct)
     except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"kiln_slurm_node: memory_reserve_pct must be a number, got {memory_reserve_pct!r}") from exc
+        raise FilterError(f"kiln_slurm_node: memory_reserve_pct must be a number, got {memory_reserve_pct!r}") from exc
     if not 0 <= pct < 100:
-        raise AnsibleFilterError(f"kiln_slurm_node: memory_reserve_pct must be in [0, 100), got {pct}")
+        raise FilterError(f"kiln_slurm_node: memory_reserve_pct must be in [0, 100), got {pct}")
     sockets = max(int(facts["processor_count"]), 1)
     cores = max(int(facts["processor_cores"]), 1)
     threads = max(int(facts["processor_threads_per_core"]), 1)
@@ -82,7 +73,7 @@ def kiln_slurm_node(facts: Mapping[str, Any], gpu_model: Any = None, memory_rese
     gpus = int(gpu.get("pci_gpu_count") or 0)
     name = str(facts.get("hostname") or "")
     if not name:
-        raise AnsibleFilterError("kiln_slurm_node: facts lack hostname")
+        raise FilterError("kiln_slurm_node: facts lack hostname")
     return {
         "name": name,
         "cpus": sockets * cores * threads,
@@ -105,13 +96,13 @@ def kiln_slurm_node_descriptions(hostvars: Mapping[str, Any], hosts: Iterable[st
     """
     if isinstance(hosts, (str, bytes, Mapping)) or not isinstance(hosts, Iterable) \
             or not all(isinstance(host, str) for host in hosts):
-        raise AnsibleFilterError(f"kiln_slurm_node_descriptions: hosts must be a list of host names, got {hosts!r}")
+        raise FilterError(f"kiln_slurm_node_descriptions: hosts must be a list of host names, got {hosts!r}")
     if not isinstance(hostvars, Mapping):
-        raise AnsibleFilterError(f"kiln_slurm_node_descriptions: the input must be hostvars (a mapping), "
-                                 f"got {type(hostvars).__name__}")
+        raise FilterError(f"kiln_slurm_node_descriptions: the input must be hostvars (a mapping), "
+                          f"got {type(hostvars).__name__}")
     if not isinstance(gres_type_var, str):
-        raise AnsibleFilterError(f"kiln_slurm_node_descriptions: gres_type_var must be a variable name, "
-                                 f"got {type(gres_type_var).__name__}")
+        raise FilterError(f"kiln_slurm_node_descriptions: gres_type_var must be a variable name, "
+                          f"got {type(gres_type_var).__name__}")
     out: dict[str, dict[str, Any]] = {}
     for host in hosts:
         hv = hostvars.get(host)
@@ -139,25 +130,13 @@ def kiln_slurm_node_plan(sinfo_lines: Iterable[str], nodes: Iterable[str], state
     holds (reported "held by operator: <reason>").
     """
     if state not in kiln_node_state.ACTIONS:
-        raise AnsibleFilterError(f"kiln_slurm_node_plan: state must be drain or resume, got {state!r}")
+        raise FilterError(f"kiln_slurm_node_plan: state must be drain or resume, got {state!r}")
     if operator_drains is not None and not isinstance(operator_drains, Mapping):
-        raise AnsibleFilterError(f"kiln_slurm_node_plan: operator_drains must be a mapping of node to reason, "
-                                 f"got {type(operator_drains).__name__}")
+        raise FilterError(f"kiln_slurm_node_plan: operator_drains must be a mapping of node to reason, "
+                          f"got {type(operator_drains).__name__}")
     try:
         return kiln_node_state.plan(sinfo_lines, nodes, state, reason or "", only_reason_prefix or "",
                                     operator_drains)
     except ValueError as exc:
-        raise AnsibleFilterError(f"kiln_slurm_node_plan: {exc} (nodes {nodes!r})") from exc
+        raise FilterError(f"kiln_slurm_node_plan: {exc} (nodes {nodes!r})") from exc
 
-
-class FilterModule:
-    """kiln Slurm filters."""
-
-    def filters(self) -> dict[str, Any]:
-        return {
-            "kiln_slurm_gpu_type": kiln_slurm_gpu_type,
-            "kiln_slurm_gpu_files": kiln_slurm_gpu_files,
-            "kiln_slurm_node": kiln_slurm_node,
-            "kiln_slurm_node_descriptions": kiln_slurm_node_descriptions,
-            "kiln_slurm_node_plan": kiln_slurm_node_plan,
-        }

@@ -10,9 +10,10 @@ The rule: the file holds exactly one primary key (one ``pub`` record in
 full fingerprint equals the pin. Subkeys (``sub`` records) belong to their
 primary key and do not count.
 
-Pure module-level functions (importable from plain pytest), registered as a
-Jinja filter by the thin :class:`FilterModule` at the bottom. Documentation of
-the filter is in the adjacent ``kiln_repo_key_verdict.yml`` sidecar file.
+Pure functions, standard library only; importable as ``kiln_repo_key`` and as
+``ansible.module_utils.kiln_repo_key``. ``kiln_repo_key_verdict`` is the filter of
+the same name (registry filter_plugins/kiln_repo_key_filters.py, documented by
+filter_plugins/kiln_repo_key_verdict.yml).
 """
 
 from __future__ import annotations
@@ -128,9 +129,3 @@ def kiln_repo_key_verdict(colons: Any, pin: Any, repo: str = "", url: str = "", 
         "msg": msg,
     }
 
-
-class FilterModule:
-    """kiln repository key filters."""
-
-    def filters(self) -> dict[str, Any]:
-        return {"kiln_repo_key_verdict": kiln_repo_key_verdict}
