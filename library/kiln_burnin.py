@@ -28,8 +28,8 @@ options:
   mode:
     description: Burn-in mode.
     type: str
-    default: default
     choices: [quick, default, acceptance, swap]
+    required: true
   nodes:
     description:
       - Per-node data, C({name: {kiln_gpu, gpu_present, expected_gpus, kernel_log, tools, dcgm, nccl, sku, fabric, fabric_after, rdma}}).
@@ -48,12 +48,13 @@ options:
     type: str
     default: tcp
   floors_path:
-    description: Floors file; defaults to the project's C(data/burnin_floors.yml).
+    description: Floors file (kiln_burnin_floors_file, by default the project's C(data/burnin_floors.yml)).
     type: path
+    required: true
   floor_overrides:
     description: Floor overrides in the floors file's shape or as C(sku/fabric/test) short keys.
     type: dict
-    default: {}
+    required: true
   fingerprint:
     description: Versions of the stack (driver, cuda, nccl, nccl_tests, dcgm, ofed, env_sha256).
     type: dict
@@ -77,7 +78,7 @@ options:
   baseline_band:
     description: A node's pair busbw more than this fraction below its own baseline is WARN.
     type: float
-    default: 0.1
+    required: true
   actions:
     description: >-
       Scheduler action planning, C({backend, drained_before, resumed, slurm_names, override_operator_drain,
@@ -100,19 +101,22 @@ options:
     elements: str
     default: []
   health_path:
-    description: GPU health thresholds; defaults to the project's C(data/burnin_health.yml).
+    description: GPU health thresholds (kiln_burnin_health_file, by default the project's C(data/burnin_health.yml)).
     type: path
+    required: true
   allow_mixed_versions:
     description:
       - Let a fabric check spanning nodes with different driver, NCCL or DOCA versions pass (a rolling upgrade).
         Without it such a check is INCOMPLETE, and each node whose versions differ from the others' WARNs.
     type: bool
-    default: false
+    required: true
   fabric_path:
     description: >-
-      Fabric rules (error-counter thresholds, ib_write_bw floors); defaults to the project's C(data/burnin_fabric.yml).
+      Fabric rules (error-counter thresholds, ib_write_bw floors): kiln_burnin_fabric_file, by default the project's
+      C(data/burnin_fabric.yml).
       Read only when a node carries O(nodes) C(fabric) data.
     type: path
+    required: true
 attributes:
   check_mode:
     support: full
@@ -170,25 +174,25 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "run_id": {"type": "str", "required": True},
-            "mode": {"type": "str", "default": "default", "choices": ["quick", "default", "acceptance", "swap"]},
+            "mode": {"type": "str", "choices": ["quick", "default", "acceptance", "swap"], "required": True},
             "nodes": {"type": "dict", "required": True},
             "fabric": {"type": "list", "elements": "dict", "default": []},
             "fabric_name": {"type": "str", "default": "tcp"},
-            "floors_path": {"type": "path"},
-            "floor_overrides": {"type": "dict", "default": {}},
+            "floors_path": {"type": "path", "required": True},
+            "floor_overrides": {"type": "dict", "required": True},
             "fingerprint": {"type": "dict", "default": {}},
             "results_dir": {"type": "path", "required": True},
             "write": {"type": "bool", "default": False},
             "extra": {"type": "dict", "default": {}},
             "pairs": {"type": "dict", "default": {}},
-            "baseline_band": {"type": "float", "default": 0.1},
+            "baseline_band": {"type": "float", "required": True},
             "actions": {"type": "dict"},
             "state_dir": {"type": "path"},
             "versions": {"type": "dict", "default": {}},
             "expected": {"type": "list", "elements": "str", "default": []},
-            "health_path": {"type": "path"},
-            "fabric_path": {"type": "path"},
-            "allow_mixed_versions": {"type": "bool", "default": False},
+            "health_path": {"type": "path", "required": True},
+            "fabric_path": {"type": "path", "required": True},
+            "allow_mixed_versions": {"type": "bool", "required": True},
         },
         supports_check_mode=True,
     )

@@ -38,7 +38,7 @@ options:
   path:
     description: The lock file on the launcher.
     type: path
-    default: /var/lib/kiln/burnin/lock.json
+    # required with op=acquire, recover, update, release (the knob's value; no default here)
   run_id:
     description: This run's id.
     type: str
@@ -49,7 +49,7 @@ options:
   minutes:
     description: Lifetime of the lock (the reservation's duration); a lock past it is stale.
     type: int
-    default: 240
+    # required with op=acquire, recover (the knob's value; no default here)
   lock:
     description: The lock content returned by O(op=acquire) (O(op=judge), O(op=recover)).
     type: raw
@@ -59,7 +59,7 @@ options:
   break_lock:
     description: Treat a held lock as stale (the operator knows its run is dead).
     type: bool
-    default: false
+    # required with op=judge (the knob's value; no default here)
   slurm:
     description: The launcher is a Slurm controller (drains and reservations are handled).
     type: bool
@@ -251,20 +251,23 @@ def main():
         argument_spec={
             "op": {"type": "str", "required": True,
                    "choices": ["identity", "acquire", "judge", "recover", "update", "release"]},
-            "path": {"type": "path", "default": "/var/lib/kiln/burnin/lock.json"},
+            "path": {"type": "path"},
             "run_id": {"type": "str"},
             "owner": {"type": "dict", "default": {}},
-            "minutes": {"type": "int", "default": 240},
+            "minutes": {"type": "int"},
             "lock": {"type": "raw"},
             "problem": {"type": "str"},
-            "break_lock": {"type": "bool", "default": False},
+            "break_lock": {"type": "bool"},
             "slurm": {"type": "bool", "default": True},
             "restore": {"type": "dict", "default": {}},
             "settled": {"type": "list", "elements": "str", "default": []},
             "reservation": {"type": "str"},
         },
-        required_if=[("op", "acquire", ["run_id"]), ("op", "judge", ["run_id"]), ("op", "recover", ["run_id"]),
-                     ("op", "update", ["run_id"]), ("op", "release", ["run_id"])],
+        # path, minutes and break_lock carry kiln_burnin_* knobs: required where used, defaulted only in
+        # roles/burnin_settings.
+        required_if=[("op", "acquire", ["path", "minutes", "run_id"]), ("op", "judge", ["break_lock", "run_id"]),
+                     ("op", "recover", ["path", "minutes", "run_id"]), ("op", "update", ["path", "run_id"]),
+                     ("op", "release", ["path", "run_id"])],
         supports_check_mode=True,
     )
     p = module.params

@@ -28,8 +28,8 @@ options:
   mode:
     description: Burn-in mode.
     type: str
-    default: default
     choices: [quick, default, acceptance, swap]
+    required: true
   nodes:
     description: Inventory hosts (scope - every candidate; start - those that passed the per-node phases).
     type: list
@@ -41,7 +41,7 @@ options:
   partners:
     description: Known-good partners to bring into a swap run, O(op=scope).
     type: int
-    default: 4
+    # required with op=scope (the knob's value; no default here)
   targets:
     description: Swap targets from O(op=scope) (O(op=start), O(op=round)).
     type: list
@@ -71,7 +71,7 @@ options:
   baseline_window:
     description: Passing runs a baseline is the median of.
     type: int
-    default: 5
+    # required with op=start (the knob's value; no default here)
   state:
     description: The O(op=start) result (O(op=round)).
     type: dict
@@ -102,15 +102,15 @@ options:
   max_rounds:
     description: Rounds allowed in all.
     type: int
-    default: 4
+    # required with op=round (the knob's value; no default here)
   band:
     description: A pair more than this fraction below the reference is SLOW.
     type: float
-    default: 0.1
+    # required with op=round (the knob's value; no default here)
   confirm:
     description: Blame only after a confirmation partner (three failing partners).
     type: bool
-    default: true
+    # required with op=round (the knob's value; no default here)
   sku:
     description: Floors SKU of the pairs (C(cpu) for the CPU engine).
     type: str
@@ -120,12 +120,13 @@ options:
     type: str
     default: tcp
   floors_path:
-    description: Floors file; defaults to the project's C(data/burnin_floors.yml).
+    description: Floors file (kiln_burnin_floors_file, by default the project's C(data/burnin_floors.yml)).
     type: path
+    # required with op=round (the knob's value; no default here)
   floor_overrides:
     description: Floor overrides.
     type: dict
-    default: {}
+    # required with op=round (the knob's value; no default here)
   fabric_ports:
     description: O(op=start) - each node's RDMA ports (port, link_layer, state, rate) from sysfs; names the floors' fabric key.
     type: dict
@@ -135,7 +136,7 @@ options:
       Swap mode (O(op=start)) - test a target a person drained (its drain is restored unless it passes). Without
       it such a target is held: reported "held by operator" and INCOMPLETE.
     type: bool
-    default: false
+    # required with op=start (the knob's value; no default here)
 attributes:
   check_mode:
     support: full
@@ -189,32 +190,36 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "op": {"type": "str", "required": True, "choices": ["scope", "start", "round"]},
-            "mode": {"type": "str", "default": "default", "choices": ["quick", "default", "acceptance", "swap"]},
+            "mode": {"type": "str", "choices": ["quick", "default", "acceptance", "swap"], "required": True},
             "nodes": {"type": "list", "elements": "str", "required": True},
             "swap_nodes": {"type": "raw"},
-            "partners": {"type": "int", "default": 4},
+            "partners": {"type": "int"},
             "targets": {"type": "list", "elements": "str", "default": []},
             "known_good": {"type": "list", "elements": "str", "default": []},
             "state_dir": {"type": "path", "required": True},
             "versions": {"type": "dict", "default": {}},
             "sinfo": {"type": "list", "elements": "str"},
             "slurm_names": {"type": "dict", "default": {}},
-            "baseline_window": {"type": "int", "default": 5},
+            "baseline_window": {"type": "int"},
             "state": {"type": "dict", "default": {}},
             "results": {"type": "list", "elements": "dict", "default": []},
             "measured": {"type": "list", "elements": "dict", "default": []},
             "lost": {"type": "list", "elements": "str", "default": []},
             "round": {"type": "int", "default": 1},
-            "max_rounds": {"type": "int", "default": 4},
-            "band": {"type": "float", "default": 0.1},
-            "confirm": {"type": "bool", "default": True},
+            "max_rounds": {"type": "int"},
+            "band": {"type": "float"},
+            "confirm": {"type": "bool"},
             "sku": {"type": "str", "default": "cpu"},
             "fabric": {"type": "str", "default": "tcp"},
             "floors_path": {"type": "path"},
-            "floor_overrides": {"type": "dict", "default": {}},
-            "override_operator_drain": {"type": "bool", "default": False},
+            "floor_overrides": {"type": "dict"},
+            "override_operator_drain": {"type": "bool"},
             "fabric_ports": {"type": "dict", "default": {}},
         },
+        # The parameters fed by kiln_burnin_* knobs are required where used: their defaults live only in
+        # roles/burnin_settings.
+        required_if=[("op", "scope", ["partners"]), ("op", "start", ["baseline_window", "override_operator_drain"]),
+                     ("op", "round", ["max_rounds", "band", "confirm", "floor_overrides", "floors_path"])],
         supports_check_mode=True,
     )
     p = module.params

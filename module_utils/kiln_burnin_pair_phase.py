@@ -236,7 +236,7 @@ def pair_records(items: Sequence[Mapping[str, Any]], round_no: int,
 
 def pair_round(state: Mapping[str, Any], results: Sequence[Mapping[str, Any]], *, mode: str,
                floors: Mapping[str, Any], overrides: Optional[Mapping[str, Any]], sku: str, fabric: str,
-               band: float = 0.10, confirm: bool = True, round_no: int = 1, max_rounds: int = 4,
+               band: float, confirm: bool, max_rounds: int, round_no: int = 1,
                targets: Sequence[str] = ()) -> Dict[str, Any]:
     """Judge the pairs measured so far and name the next round's pairs.
 

@@ -46,7 +46,7 @@ def history(status="PASS", pair=0.49, versions=None):
 
 def run_round(state, raw, round_no, mode="default", targets=()):
     return kbp.pair_round(state, raw, mode=mode, floors=kiln_verdict.load_floors(), overrides={}, sku="cpu",
-                         fabric="tcp", round_no=round_no, targets=targets)
+                         fabric="tcp", band=0.10, confirm=True, max_rounds=4, round_no=round_no, targets=targets)
 
 
 def slow_c3_phase(state):
