@@ -223,14 +223,14 @@ def test_lock_refuses_a_second_holder_with_the_same_run_id(tmp_path: Path, monke
     def op(name: str, register: str, **args: Any) -> dict[str, Any]:
         return {"name": name, "kiln_burnin_lock": dict(args), "register": register, "ignore_errors": True}
 
-    same = {"path": lock, "run_id": "20260101T000000Z-default", "slurm": False}
+    same = {"path": lock, "run_id": "20260101T000000Z-default", "slurm": False, "minutes": 240}  # the knobs' defaults
     tasks = [
         op("First run's identity", "me1", op="identity"),
         op("Second run's identity", "me2", op="identity"),
         op("First run takes the lock", "a1", op="acquire", owner="{{ me1.owner }}", **same),
         op("Second run, same run id", "a2", op="acquire", owner="{{ me2.owner }}", **same),
         op("Second run judges", "j2", op="judge", owner="{{ me2.owner }}", lock="{{ a2.lock }}",
-           run_id=same["run_id"]),
+           run_id=same["run_id"], break_lock=False),
         op("Second run journals", "u2", op="update", owner="{{ me2.owner }}", restore={"n1": "RMA"}, **same),
         op("Second run releases", "r2", op="release", owner="{{ me2.owner }}", **same),
         {"name": "Read the lock", "ansible.builtin.slurp": {"src": lock}, "register": "held", "ignore_errors": True},
