@@ -14,7 +14,7 @@ A knob is a key of some roles/<role>/defaults/main.yml. Its *default locations* 
 Its *routes* are the (module, parameter) pairs it reaches, a bag key counted as ``param.key``
 (``pairs: "{{ ... | combine({'band': kiln_burnin_pair_band}) }}"`` is ``kiln_burnin.pairs.band``).
 
-Run as a script for the survey table: ``python tests/unit/kiln_knobs.py [--all]``.
+Run as a script for the survey table: ``python tests/unit/structure/kiln_knobs.py [--all]``.
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/unit, when run as a script
+from kiln_paths import REPO  # noqa: E402
 SETTINGS_ROLES = ("burnin_settings", "upgrade_settings", "drift_settings")
 NAME = re.compile(r"\b[a-z][a-z0-9_]*\b")
 

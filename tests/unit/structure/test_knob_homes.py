@@ -2,7 +2,7 @@
 its role's defaults/main.yml. No playbook writes `<knob> | default(...)` or sets it in `vars:`, no
 library/ module parameter fed by the knob has an argument_spec default (it is required), and no
 module_utils function that parameter is handed to keeps a default beyond the known ones below
-(a ratchet: it may only shrink). The survey behind it: tests/unit/kiln_knobs.py (run it for a table).
+(a ratchet: it may only shrink). The survey behind it: tests/unit/structure/kiln_knobs.py (run it for a table).
 """
 from __future__ import annotations
 
