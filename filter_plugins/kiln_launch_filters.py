@@ -16,5 +16,7 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {
+            "kiln_launch_mode": kiln_launch.kiln_launch_mode,
+            "kiln_launch_program": kiln_launch.kiln_launch_program,
             "kiln_launch_argv": kiln_launch.kiln_launch_argv,
         }

@@ -18,6 +18,12 @@ comma-separated element of ``-w``/``--host``, never shell text. Standard
 library only (no Ansible import); importable as ``kiln_launch`` and as
 ``ansible.module_utils.kiln_launch``; the Jinja filter ``kiln_launch_argv`` (at the end,
 registered by filter_plugins/kiln_launch_filters.py) checks the play's settings and calls it.
+
+What a burn-in mode runs is one table here too, :data:`MODES` (:func:`mode_plan`, filter
+``kiln_launch_mode``): the ``dcgmi diag`` level, the all-reduce iterations, and whether the pair
+phase, the fabric all-reduce and the iperf3 link check run. :func:`engine_program` (filter
+``kiln_launch_program``) is the all-reduce program with its default arguments for an engine and a
+mode, or the operator's arguments.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ try:
 except ImportError:  # a top-level module (controller, unit tests)
     from kiln_filter_error import FilterError  # type: ignore[no-redef]
 
-__all__ = ["JOB_NAME", "LAUNCHERS", "LAUNCH_KEYS", "LaunchError", "kiln_launch_argv", "launch_argv"]
+__all__ = ["ENGINES", "JOB_NAME", "LAUNCHERS", "LAUNCH_KEYS", "MODES", "LaunchError", "engine_program", "kiln_launch_mode",
+           "kiln_launch_program", "kiln_launch_argv", "launch_argv", "mode_plan"]
 
 #: Slurm job name of every burn-in launch (tests and operators find the jobs by it: squeue --name).
 JOB_NAME = "kiln-burnin"
@@ -147,6 +154,58 @@ def launch_argv(launcher: str, members: Sequence[str], *, ppn: Any, program: Seq
 # --------------------------------------------------------------------------- the filters
 # What filter_plugins/kiln_launch_filters.py registers: each input checked (one FilterError naming the
 # filter and the input), then the functions above.
+
+#: What each burn-in mode runs (docs/burnin.md "Modes"): dcgmi diag level, all-reduce iterations
+#: (-n), and whether the pair phase, the fabric all-reduce and the iperf3 link check run.
+MODES: dict[str, dict[str, Any]] = {
+    "quick": {"dcgm_level": 1, "iters": 5, "pairs": False, "fabric": False, "link": False},
+    "default": {"dcgm_level": 2, "iters": 10, "pairs": True, "fabric": True, "link": True},
+    "acceptance": {"dcgm_level": 3, "iters": 50, "pairs": True, "fabric": True, "link": True},
+    "swap": {"dcgm_level": 2, "iters": 10, "pairs": True, "fabric": False, "link": True},
+}
+#: The all-reduce engines and their default arguments before ``-n ITERS`` (kiln-cpu-allreduce: sizes
+#: 1M..64M; all_reduce_perf: 1G..16G, one GPU per rank, check results).
+ENGINES: dict[str, list[str]] = {
+    "cpu": ["-b", "1M", "-e", "64M", "-f", "2", "-n", "{iters}", "-w", "2"],
+    "nccl-tests": ["-b", "1G", "-e", "16G", "-f", "2", "-g", "1", "-c", "1", "-n", "{iters}"],
+}
+
+
+def mode_plan(mode: Any) -> dict[str, Any]:
+    """What burn-in *mode* runs (a copy of its :data:`MODES` row)."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise LaunchError(f"mode must be one of {', '.join(MODES)} (kiln_burnin_mode), got {str(mode)[:40]!r}")
+    return dict(MODES[mode])
+
+
+def engine_program(engine: Any, tool: Any, mode: Any, args: Any = None) -> list[str]:
+    """The all-reduce program: *tool* (its path on the nodes) then *args* when given (the operator's
+    kiln_burnin_cpu_args / kiln_burnin_fabric_args), else the engine's defaults with the mode's iterations."""
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise LaunchError(f"engine must be one of {', '.join(ENGINES)}, got {str(engine)[:40]!r}")
+    if not isinstance(tool, str) or not tool:
+        raise LaunchError(f"the {engine} engine's program path must be a non-empty string, got {str(tool)[:40]!r}")
+    if args is not None:
+        return [tool, *_strings(args, f"the {engine} engine's arguments")]
+    iters = str(mode_plan(mode)["iters"])
+    return [tool, *(iters if a == "{iters}" else a for a in ENGINES[engine])]
+
+
+def kiln_launch_mode(mode: Any) -> dict[str, Any]:
+    """Filter: :func:`mode_plan`, its error a one-line filter error."""
+    try:
+        return mode_plan(mode)
+    except LaunchError as exc:
+        raise FilterError(f"kiln_launch_mode: {exc}") from exc
+
+
+def kiln_launch_program(tool: Any, engine: Any, mode: Any, args: Any = None) -> list[str]:
+    """Filter: :func:`engine_program` (``tool | kiln_launch_program(engine, mode, args)``)."""
+    try:
+        return engine_program(engine, tool, mode, args)
+    except LaunchError as exc:
+        raise FilterError(f"kiln_launch_program: {exc}") from exc
+
 
 #: Keys of the filter's ``launch`` mapping.
 LAUNCH_KEYS = frozenset({"launcher", "ppn", "iface", "env", "slurm_names", "addresses", "reservation"})

@@ -74,6 +74,9 @@ def table(role: Path) -> str:
     for entry, spec in specs.items():
         options = spec.get("options") or {}
         lines.append(f"Entry point `{entry}`: {spec.get('short_description', '')}\n")
+        if not options:
+            lines.append("No arguments.\n")
+            continue
         lines.append("| Variable | Type | Default | Description |")
         lines.append("|---|---|---|---|")
         for name, opt in options.items():

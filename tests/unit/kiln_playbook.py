@@ -11,6 +11,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from kiln_paths import REPO
 
@@ -57,3 +60,23 @@ def run_playbook(*args: str, tmp_path: Path, timeout: int = 300,
     )
     return subprocess.run([ANSIBLE_PLAYBOOK, *args], cwd=REPO, env=full, capture_output=True, text=True,
                           timeout=timeout, check=False)
+
+
+def expand_phases(node: Any, roles: Path = REPO / "roles") -> Any:
+    """A parsed playbook with each `import_role: {name: R, tasks_from: X}` of a role whose tasks are phases
+    (the burn-in's) replaced by a block of that file's tasks: what each play runs, for tests that read
+    a playbook's tasks (playbooks/burnin.yml is a list of phases in roles/burnin/tasks/)."""
+    if isinstance(node, list):
+        return [expand_phases(v, roles) for v in node]
+    if not isinstance(node, dict):
+        return node
+    args = node.get("ansible.builtin.import_role") or {}
+    if isinstance(args, dict) and args.get("tasks_from") and args.get("name") == "burnin":
+        path = roles / args["name"] / "tasks" / f"{args['tasks_from']}.yml"
+        return {"name": node.get("name"), "block": expand_phases(yaml.safe_load(path.read_text()), roles)}
+    return {k: expand_phases(v, roles) for k, v in node.items()}
+
+
+def load_playbook(name: str) -> Any:
+    """playbooks/<name>, parsed, with its phases expanded (expand_phases)."""
+    return expand_phases(yaml.safe_load((REPO / "playbooks" / name).read_text(encoding="utf-8")))

@@ -1,6 +1,6 @@
 """The burn-in's variables have one home: roles/burnin_settings (defaults + argument_specs).
 
-- every kiln_burnin_* variable playbooks/burnin.yml and playbooks/tasks/burnin_*.yml read is a
+- every kiln_burnin_* variable playbooks/burnin.yml and its phases (roles/burnin/tasks/) read is a
   default and an argument_specs option of the role, and every one of those is read;
 - no inline default() is left on a knob, and every play that reads a knob loads the role (the
   first one through `roles:`, so the spec is checked before the lock; the others with
@@ -24,11 +24,13 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from kiln_playbook import ANSIBLE_PLAYBOOK, run_playbook
 
 from kiln_paths import REPO
+from kiln_playbook import load_playbook
 ROLE = REPO / "roles" / "burnin_settings"
 DEFAULTS: dict[str, Any] = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
 SPEC: dict[str, Any] = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
 BURNIN = REPO / "playbooks" / "burnin.yml"
-TASK_FILES = sorted((REPO / "playbooks" / "tasks").glob("burnin_*.yml"))
+PHASES = REPO / "roles" / "burnin" / "tasks"
+TASK_FILES = sorted(PHASES.glob("*.yml"))
 KNOB = re.compile(r"\bkiln_burnin_[a-z0-9_]+\b")
 # Keys whose values are not variable reads: task names, host patterns, add_host's groups.
 NOT_READS = frozenset({"name", "hosts", "groups"})
@@ -51,7 +53,7 @@ def _load(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 
 
-PLAYS: list[dict[str, Any]] = _load(BURNIN)
+PLAYS: list[dict[str, Any]] = load_playbook("burnin.yml")
 READ = set(reads(PLAYS)).union(*(set(reads(_load(p))) for p in TASK_FILES))
 
 
@@ -60,8 +62,11 @@ READ = set(reads(PLAYS)).union(*(set(reads(_load(p))) for p in TASK_FILES))
 
 
 def test_the_task_files_are_found():
-    assert [p.name for p in TASK_FILES] == ["burnin_pair_round.yml"]
+    assert "pair_round.yml" in [p.name for p in TASK_FILES] and len(TASK_FILES) == 13
     assert len(READ) > 40
+    # every phase file is imported by exactly one play of the playbook
+    phases = [p.stem for p in TASK_FILES if p.name != "pair_round.yml"]
+    assert sorted(re.findall(r"tasks_from: (\w+)", BURNIN.read_text())) == sorted(phases)
 
 
 def test_every_knob_the_burnin_reads_is_declared():
@@ -92,13 +97,24 @@ def test_no_inline_default_is_left_on_a_knob():
         assert found == [], f"{path.name}: {found}"
 
 
+def _imports(node: Any) -> Iterator[dict[str, Any]]:
+    """The import_role arguments anywhere in a task list (blocks and expanded phases included)."""
+    if isinstance(node, list):
+        for v in node:
+            yield from _imports(v)
+    elif isinstance(node, dict):
+        if isinstance(node.get("ansible.builtin.import_role"), dict):
+            yield node["ansible.builtin.import_role"]
+        for key in ("block", "rescue", "always"):
+            yield from _imports(node.get(key))
+
+
 def _loads_role(play: dict[str, Any]) -> str | None:
     for role in play.get("roles") or []:
         if (role if isinstance(role, str) else role.get("role") or role.get("name")) == "burnin_settings":
             return "roles"
     for section in ("pre_tasks", "tasks"):
-        for task in play.get(section) or []:
-            args = task.get("ansible.builtin.import_role") or {}
+        for args in _imports(play.get(section)):
             if args.get("name") == "burnin_settings":
                 assert args.get("rolespec_validate") is False, play["name"]
                 return "import"
@@ -108,16 +124,18 @@ def _loads_role(play: dict[str, Any]) -> str | None:
 def test_every_play_that_reads_a_knob_loads_the_role():
     rounds = set().union(*(set(reads(_load(p))) for p in TASK_FILES))
     for play in PLAYS:
-        used = set(reads(play)) | (rounds if "tasks/burnin_pair_round.yml" in json.dumps(play) else set())
+        used = set(reads(play)) | (rounds if '"pair_round.yml"' in json.dumps(play) else set())
         if used:
             assert _loads_role(play), f"{play['name']} reads {sorted(used)} without importing burnin_settings"
 
 
 def test_the_first_play_checks_the_spec_before_anything_else():
-    first = PLAYS[0]
+    """Play 0 is the --limit guard (it reads no knob and loads no role); play 1 checks the spec, once."""
+    guard, first = PLAYS[0], PLAYS[1]
+    assert not list(reads(guard)) and not guard.get("roles") and "ansible_limit" in json.dumps(guard)
     assert first["hosts"] == "localhost" and not first.get("pre_tasks")
     assert _loads_role(first) == "roles" and len(first["roles"]) == 1
-    assert all(_loads_role(play) != "roles" for play in PLAYS[1:]), "validate once, in the first play"
+    assert all(_loads_role(play) != "roles" for play in PLAYS[2:]), "validate once, in the first phase's play"
 
 
 # --------------------------------------------------------------------------

@@ -229,7 +229,7 @@ LAUNCH = {"launcher": "mpirun", "ppn": 8, "iface": "ens2", "env": dict.fromkeys(
 
 
 def test_filters_exposed():
-    assert set(klf.FilterModule().filters()) == {"kiln_launch_argv"}
+    assert set(klf.FilterModule().filters()) == {"kiln_launch_argv", "kiln_launch_mode", "kiln_launch_program"}
 
 
 def test_filter_equals_the_function_and_reads_the_environment_names():
@@ -259,3 +259,72 @@ def test_no_filter_file_shadows_a_module_utils_module():
     filters = {p.stem for p in (repo / "filter_plugins").glob("*.py")}
     modules = {p.stem for p in (repo / "module_utils").glob("*.py")}
     assert not filters & modules
+
+
+# --------------------------------------------------------------------------
+# the mode table and the engine program (the Jinja tables they replace, golden)
+
+# The playbook's tables before they moved here: {'quick': 1, 'default': 2, 'acceptance': 3, 'swap': 2} (dcgmi
+# level), {'quick': '5', 'default': '10', 'acceptance': '50', 'swap': '10'} (iterations), pairs unless quick, the
+# fabric all-reduce in default and acceptance only, iperf3 unless quick.
+GOLDEN = {"quick": (1, 5, False, False, False), "default": (2, 10, True, True, True),
+          "acceptance": (3, 50, True, True, True), "swap": (2, 10, True, False, True)}
+
+
+@pytest.mark.parametrize("mode", sorted(GOLDEN))
+def test_the_mode_table_is_the_playbooks_old_one(mode):
+    plan = klf.FilterModule().filters()["kiln_launch_mode"](mode)
+    assert (plan["dcgm_level"], plan["iters"], plan["pairs"], plan["fabric"], plan["link"]) == GOLDEN[mode]
+
+
+def test_the_mode_table_names_every_mode_the_settings_allow():
+    import yaml
+
+    from kiln_paths import REPO
+    spec = yaml.safe_load((REPO / "roles/burnin_settings/meta/argument_specs.yml").read_text())
+    assert sorted(spec["argument_specs"]["main"]["options"]["kiln_burnin_mode"]["choices"]) == sorted(kl.MODES)
+
+
+def test_a_plan_is_a_copy():
+    kl.mode_plan("quick")["iters"] = 99
+    assert kl.MODES["quick"]["iters"] == 5
+
+
+@pytest.mark.parametrize("mode", sorted(GOLDEN))
+def test_default_programs_are_the_playbooks_old_argv(mode):
+    iters = str(GOLDEN[mode][1])
+    assert kl.engine_program("cpu", CPU[0], mode) == CPU[:8] + [iters, "-w", "2"]
+    assert kl.engine_program("nccl-tests", NCCL[0], mode) == NCCL[:-1] + [iters]
+
+
+def test_the_operators_arguments_replace_the_defaults():
+    assert kl.engine_program("cpu", "/x", "acceptance", ["-b", 8, "-e", "16M"]) == ["/x", "-b", "8", "-e", "16M"]
+    assert kl.engine_program("nccl-tests", "/y", "quick", []) == ["/y"]
+
+
+@given(mode=st.sampled_from(sorted(GOLDEN)), engine=st.sampled_from(sorted(kl.ENGINES)),
+       tool=st.text(min_size=1, max_size=20))
+@settings(max_examples=100, deadline=None)
+def test_a_program_is_its_tool_then_strings_with_the_modes_iterations(mode, engine, tool):
+    argv = kl.engine_program(engine, tool, mode)
+    assert argv[0] == tool and all(isinstance(a, str) for a in argv)
+    args = argv[1:]
+    assert args[args.index("-n") + 1] == str(kl.MODES[mode]["iters"])
+    assert "{iters}" not in argv
+
+
+@pytest.mark.parametrize(("call", "says"), [
+    (lambda f: f["kiln_launch_mode"]("fast"), "kiln_launch_mode: mode must be one of quick, default"),
+    (lambda f: f["kiln_launch_mode"](2.0), "kiln_burnin_mode"),
+    (lambda f: f["kiln_launch_mode"](None), "kiln_burnin_mode"),
+    (lambda f: f["kiln_launch_program"]("/x", "gloo", "quick"), "engine must be one of cpu, nccl-tests"),
+    (lambda f: f["kiln_launch_program"]("", "cpu", "quick"), "program path must be a non-empty string"),
+    (lambda f: f["kiln_launch_program"](None, "cpu", "quick"), "program path must be a non-empty string"),
+    (lambda f: f["kiln_launch_program"]("/x", "cpu", "slow"), "mode must be one of"),
+    (lambda f: f["kiln_launch_program"]("/x", "cpu", "quick", "-n 5"), "must be a list of arguments"),
+    (lambda f: f["kiln_launch_program"]("/x", "cpu", "quick", [["-n"]]), "each argument must be a string or a number"),
+])
+def test_hostile_input_is_one_line_naming_it(call, says):
+    with pytest.raises(AnsibleFilterError, match=re.escape(says)) as err:
+        call(klf.FilterModule().filters())
+    assert "\n" not in str(err.value)

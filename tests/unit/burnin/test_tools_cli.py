@@ -529,3 +529,30 @@ def test_burnin_wrapper_passes_its_arguments(fake_ansible, tmp_path: Path):
     assert proc.returncode == 0, proc.stderr
     args = (tmp_path / "args.txt").read_text().splitlines()
     assert "kiln_burnin_run_id=with space" in args and "kiln_burnin_fail_play=false" in args
+
+
+@pytest.mark.parametrize(("given", "passed"), [
+    (["--limit", "gpu017"], ["--limit", "gpu017,localhost"]),
+    (["-l", "gpu017,gpu016"], ["-l", "gpu017,gpu016,localhost"]),
+    (["--limit=gpu01*"], ["--limit=gpu01*,localhost"]),
+    (["-lgpu017"], ["-lgpu017,localhost"]),
+    (["--limit", "gpu017,localhost"], ["--limit", "gpu017,localhost"]),
+    (["--limit", "gpu_nodes:localhost"], ["--limit", "gpu_nodes:localhost"]),
+    (["--limit", "@retry.txt"], ["--limit", "@retry.txt,localhost"]),
+    (["--limit", "notlocalhost"], ["--limit", "notlocalhost,localhost"]),
+    ([], []),
+])
+def test_burnin_wrapper_adds_localhost_to_a_limit(tmp_path: Path, given: list, passed: list) -> None:
+    """The burn-in judges on localhost: `tools/kiln-burnin --limit gpu017` runs with gpu017,localhost (a plain
+    ansible-playbook would skip every controller play), and a limit naming localhost is left as it is."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "ansible-playbook").write_text(FAKE_PLAYBOOK)
+    (bindir / "ansible-playbook").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FAKE_SUMMARY")}
+    env.update(PATH=f"{bindir}:{env.get('PATH', '/usr/bin:/bin')}", FAKE_ARGS_FILE=str(tmp_path / "args.txt"))
+    subprocess.run(["bash", str(BURNIN), "-i", "inventories/x", *given], capture_output=True, text=True, env=env,
+                   cwd="/", timeout=60, check=False)
+    args = (tmp_path / "args.txt").read_text().splitlines()
+    limits = [a for i, a in enumerate(args) if a.startswith(("-l", "--limit")) or (i and args[i - 1] in ("-l", "--limit"))]
+    assert limits == passed, args

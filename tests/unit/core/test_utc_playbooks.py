@@ -24,7 +24,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from kiln_playbook import ANSIBLE_PLAYBOOK, REPO, run_playbook
+from kiln_playbook import ANSIBLE_PLAYBOOK, REPO, load_playbook, run_playbook
 
 import kiln_burnin as kb  # noqa: E402
 
@@ -35,7 +35,7 @@ BURNIN = REPO / "playbooks" / "burnin.yml"
 
 
 def _book(name: str) -> list[dict[str, Any]]:
-    return yaml.safe_load((REPO / "playbooks" / name).read_text(encoding="utf-8"))
+    return load_playbook(name)
 
 
 def _tasks(node: Any) -> Iterator[dict[str, Any]]:

@@ -172,7 +172,7 @@ def test_every_scontrol_update_runs_on_the_rule_from_a_fresh_read():
                     assert "kiln_slurm_node_plan" in yaml.safe_dump(planned["ansible.builtin.set_fact"]), task["name"]
                     read = seq[seq.index(planned) - 1]
                     assert "sinfo" in str(read.get("ansible.builtin.command", {}).get("argv")), task["name"]
-    assert sorted(found) == ["playbooks/burnin.yml: Resume the drained swap targets inside the reservation for the test",
+    assert sorted(found) == ["roles/burnin/tasks/final.yml: Resume the drained swap targets inside the reservation for the test",
                              "roles/slurm_controller/tasks/node_state.yml: node_state | Drain or resume the nodes"]
     modules = [p.name for p in sorted((REPO / "library").glob("*.py")) if '"scontrol", "update"' in p.read_text()]
     assert modules == ["kiln_burnin_lock.py"]

@@ -203,7 +203,7 @@ FILES = yaml_task_files()
 
 def test_files_found():
     rels = {str(p.relative_to(ROOT)) for p in FILES}
-    assert "roles/munge/tasks/key.yml" in rels and "playbooks/burnin.yml" in rels
+    assert "roles/munge/tasks/key.yml" in rels and "roles/burnin/tasks/final.yml" in rels
     assert any(r.startswith("roles/") and "/handlers/" in r for r in rels)
 
 

@@ -593,3 +593,18 @@ def test_playbook_batches_that_all_answer_run_to_the_end(tmp_path):
     assert len(list(out.glob("changed-*"))) == 4
     status = json.loads((out / "test" / "status.json").read_text())
     assert status["complete"] and status["written"] == "report"
+
+
+@pytest.mark.skipif(kiln_playbook.ANSIBLE_PLAYBOOK is None, reason="ansible-playbook not installed")
+@pytest.mark.parametrize("limit", [[], ["--limit", "gpu01"]])
+def test_site_yml_refuses_the_retired_upgrade_switch_before_anything_runs(tmp_path, limit):
+    """The rolling upgrade is playbooks/upgrade.yml only: site.yml -e kiln_upgrade=true would converge every
+    node to the new stack at once, so it stops in its first play (under a --limit too), naming the entry point."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n        gpu01: {ansible_connection: local}\n")
+    proc = kiln_playbook.run_playbook("-i", str(inventory), "site.yml", "-e", "kiln_upgrade=true", *limit,
+                                      tmp_path=tmp_path, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "playbooks/upgrade.yml" in out and "kiln_upgrade is set" in out, out
+    assert "PLAY [Preflight" not in out, out
