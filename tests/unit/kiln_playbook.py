@@ -62,16 +62,20 @@ def run_playbook(*args: str, tmp_path: Path, timeout: int = 300,
                           timeout=timeout, check=False)
 
 
+#: Roles whose entry points are a playbook's phases (playbooks/burnin.yml, playbooks/upgrade.yml).
+PHASE_ROLES = ("burnin", "upgrade")
+
+
 def expand_phases(node: Any, roles: Path = REPO / "roles") -> Any:
     """A parsed playbook with each `import_role: {name: R, tasks_from: X}` of a role whose tasks are phases
-    (the burn-in's) replaced by a block of that file's tasks: what each play runs, for tests that read
-    a playbook's tasks (playbooks/burnin.yml is a list of phases in roles/burnin/tasks/)."""
+    (PHASE_ROLES) replaced by a block of that file's tasks: what each play runs, for tests that read
+    a playbook's tasks (playbooks/burnin.yml and upgrade.yml are lists of phases in roles/<role>/tasks/)."""
     if isinstance(node, list):
         return [expand_phases(v, roles) for v in node]
     if not isinstance(node, dict):
         return node
     args = node.get("ansible.builtin.import_role") or {}
-    if isinstance(args, dict) and args.get("tasks_from") and args.get("name") == "burnin":
+    if isinstance(args, dict) and args.get("tasks_from") and args.get("name") in PHASE_ROLES:
         path = roles / args["name"] / "tasks" / f"{args['tasks_from']}.yml"
         return {"name": node.get("name"), "block": expand_phases(yaml.safe_load(path.read_text()), roles)}
     return {k: expand_phases(v, roles) for k, v in node.items()}

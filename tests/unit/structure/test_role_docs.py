@@ -17,7 +17,7 @@ _spec.loader.exec_module(role_docs)
 
 # Helpers, record writers and variable holders: no operator's play lists them.
 INTERNAL = {"packages", "slurm_install", "gpu_facts", "fabric_facts", "stack_record", "as_built",
-            "burnin", "burnin_settings", "drift_settings", "upgrade_settings"}
+            "burnin", "burnin_settings", "drift_settings", "upgrade", "upgrade_settings"}
 
 
 def _roles() -> list[str]:
