@@ -169,7 +169,8 @@ def _extra_var_strings() -> dict[str, set[str]]:
     """Every `-e kiln_burnin_X=VALUE` (a string, as ansible-playbook reads key=value) that the scenario,
     the unit tests and tools/kiln-burnin pass; a value built by Jinja is taken as a sample."""
     found: dict[str, set[str]] = {}
-    sources = [REPO / "molecule" / "burnin" / "side_effect.yml", REPO / "tools" / "kiln-burnin",
+    sources = [REPO / "molecule" / "burnin" / "side_effect.yml", *sorted((REPO / "molecule" / "burnin" / "cases").glob("*.yml")),
+               REPO / "tools" / "kiln-burnin",
                REPO / "tests" / "unit" / "burnin" / "test_tools_cli.py",
                REPO / "tests" / "unit" / "burnin" / "test_burnin_invariant.py"]
     for path in sources:
