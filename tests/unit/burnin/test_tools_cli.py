@@ -540,6 +540,7 @@ def test_burnin_wrapper_passes_its_arguments(fake_ansible, tmp_path: Path):
     (["--limit", "gpu_nodes:localhost"], ["--limit", "gpu_nodes:localhost"]),
     (["--limit", "@retry.txt"], ["--limit", "@retry.txt,localhost"]),
     (["--limit", "notlocalhost"], ["--limit", "notlocalhost,localhost"]),
+    (["--limit", "*"], ["--limit", "*,localhost"]),  # a host pattern glob passes through as it is
     ([], []),
 ])
 def test_burnin_wrapper_adds_localhost_to_a_limit(tmp_path: Path, given: list, passed: list) -> None:
