@@ -21,10 +21,9 @@ import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from kiln_playbook import ANSIBLE_PLAYBOOK, run_playbook
+from kiln_playbook import ANSIBLE_PLAYBOOK, load_playbook, run_playbook
 
 from kiln_paths import REPO
-from kiln_playbook import load_playbook
 ROLE = REPO / "roles" / "burnin_settings"
 DEFAULTS: dict[str, Any] = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
 SPEC: dict[str, Any] = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
