@@ -21,7 +21,7 @@ try:
         relative_single_node, required_checks, tools_check,
     )
     from ansible.module_utils.kiln_burnin_pair_phase import pair_checks
-    from ansible.module_utils import kiln_fabric_checks, kiln_fabric_pairs
+    from ansible.module_utils import kiln_burnin_fabric_checks, kiln_burnin_fabric_pairs
     from ansible.module_utils import kiln_drift
     from ansible.module_utils.kiln_node_state import BURNIN_REASON_PREFIX, DRAIN, HELD, decide, kiln_reason
     from ansible.module_utils.kiln_sinfo import parse_sinfo
@@ -38,8 +38,8 @@ except ImportError:  # imported as a top-level module (unit tests)
         relative_single_node, required_checks, tools_check,
     )
     from kiln_burnin_pair_phase import pair_checks  # type: ignore[no-redef]
-    import kiln_fabric_checks  # type: ignore[no-redef]
-    import kiln_fabric_pairs  # type: ignore[no-redef]
+    import kiln_burnin_fabric_checks  # type: ignore[no-redef]
+    import kiln_burnin_fabric_pairs  # type: ignore[no-redef]
     import kiln_drift  # type: ignore[no-redef]
     from kiln_node_state import BURNIN_REASON_PREFIX, DRAIN, HELD, decide, kiln_reason  # type: ignore[no-redef]
     from kiln_sinfo import parse_sinfo  # type: ignore[no-redef]
@@ -64,30 +64,30 @@ def node_fabric(name: str, fab: Mapping[str, Any], gpu_node: bool,
 
     *fab*: ``{facts, expect, history: {records, counters}, gpudirect, socket_ifname}`` from the
     playbook (facts: ``ansible_facts['kiln_fabric']``; expect: ``kiln_burnin_fabric_expect``;
-    history.counters: the counter baseline, kiln_fabric_checks.counter_baseline).
+    history.counters: the counter baseline, kiln_burnin_fabric_checks.counter_baseline).
     *after*: ``{facts, why}``, the counters read again after the run's own traffic (node key
     ``fabric_after``); with *final* (the run's verdict) it adds fabric.counters.during_run, required
     with expected ports. *mode* ``acceptance`` requires an expectation (inventory or history).
-    A malformed expectation raises kiln_fabric_checks.FabricError (a configuration error, exit 4).
+    A malformed expectation raises kiln_burnin_fabric_checks.FabricError (a configuration error, exit 4).
     """
     facts = fab.get("facts")
     history = fab.get("history") if isinstance(fab.get("history"), Mapping) else {}
-    expected = kiln_fabric_checks.expected_ports(facts, fab.get("expect"), history.get("records"), host=name)
+    expected = kiln_burnin_fabric_checks.expected_ports(facts, fab.get("expect"), history.get("records"), host=name)
     acceptance = mode == "acceptance"
-    checks = kiln_fabric_checks.passive_fabric_checks(facts, expected, history.get("counters"), rules,
+    checks = kiln_burnin_fabric_checks.passive_fabric_checks(facts, expected, history.get("counters"), rules,
                                                       fab.get("gpudirect"), gpu_node, require_expectation=acceptance)
-    gap = kiln_fabric_checks.expectation_missing(expected) if acceptance else None
+    gap = kiln_burnin_fabric_checks.expectation_missing(expected) if acceptance else None
     required: List[str] = []
     if expected.get("count") or gap:
         required += list(FABRIC_REQUIRED) + (["fabric.gpudirect"] if gpu_node else [])
     if final and (expected.get("count") or gap):
-        rules = rules if rules is not None else kiln_fabric_checks.load_fabric_thresholds()
-        during = kiln_fabric_checks.during_run_check(facts, after, expected, rules)
+        rules = rules if rules is not None else kiln_burnin_fabric_checks.load_fabric_thresholds()
+        during = kiln_burnin_fabric_checks.during_run_check(facts, after, expected, rules)
         if gap:
             during.update(status=INCOMPLETE, detail=f"{gap} (measured: {during['status']} {during['detail']})"[:600])
         checks.append(during)
-        required.append(kiln_fabric_checks.DURING_RUN_CHECK)
-    env = kiln_fabric_pairs.nccl_env(facts, expected, fab.get("socket_ifname"))
+        required.append(kiln_burnin_fabric_checks.DURING_RUN_CHECK)
+    env = kiln_burnin_fabric_pairs.nccl_env(facts, expected, fab.get("socket_ifname"))
     ports = []
     for hca in (facts or {}).get("hcas") or [] if isinstance(facts, Mapping) else []:
         for port in (hca.get("ports") or []) if isinstance(hca, Mapping) else []:
@@ -101,12 +101,12 @@ def node_fabric(name: str, fab: Mapping[str, Any], gpu_node: bool,
     entry = {"ports": ports, "expected": expected.get("why"), "expected_source": expected.get("source"),
              "nccl_env": env.get("env"), "nccl_env_why": env.get("why"),
              "gpudirect": (fab.get("gpudirect") or {}).get("method") if isinstance(fab.get("gpudirect"), Mapping) else None,
-             "counters": kiln_fabric_checks.counter_snapshot(facts),
-             "identity": kiln_fabric_checks.counter_identity(facts),
-             "counters_after": kiln_fabric_checks.counter_snapshot(after_facts) if after_facts is not None else None,
-             "identity_after": kiln_fabric_checks.counter_identity(after_facts) if after_facts is not None else None,
+             "counters": kiln_burnin_fabric_checks.counter_snapshot(facts),
+             "identity": kiln_burnin_fabric_checks.counter_identity(facts),
+             "counters_after": kiln_burnin_fabric_checks.counter_snapshot(after_facts) if after_facts is not None else None,
+             "identity_after": kiln_burnin_fabric_checks.counter_identity(after_facts) if after_facts is not None else None,
              "baseline": {"run_id": baseline.get("run_id"), "note": baseline.get("note")},
-             "history": kiln_fabric_checks.history_fabric(facts, expected)}
+             "history": kiln_burnin_fabric_checks.history_fabric(facts, expected)}
     return {"checks": checks, "required": required, "entry": entry}
 
 
@@ -154,7 +154,7 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
     level = DCGM_LEVELS.get(mode, 2)
     health = health if health is not None else kiln_health.load_health()
     nodes = {str(k): (v if isinstance(v, Mapping) else {}) for k, v in (nodes or {}).items()}
-    fabric_rules = kiln_fabric_checks.load_fabric_thresholds(fabric_path) if any(
+    fabric_rules = kiln_burnin_fabric_checks.load_fabric_thresholds(fabric_path) if any(
         isinstance(n.get("fabric"), Mapping) for n in nodes.values()) else None
     expected_nodes = sorted({str(n) for n in (expected or [])} | set(nodes))
     stack_versions = {name: (node.get("stack") or {}).get("versions") for name, node in nodes.items()
@@ -461,8 +461,8 @@ def fabric_record(record: Mapping[str, Any], fabric: Mapping[str, Any]) -> Dict[
         why = f"node {record.get('status')}: a FAIL or INCOMPLETE run never writes a counter baseline"
     elif status.get("fabric.counters") != PASS:
         why = f"fabric.counters {status.get('fabric.counters') or 'not judged'}: the baseline stays where it was"
-    elif status.get(kiln_fabric_checks.DURING_RUN_CHECK, PASS) != PASS:
-        why = f"fabric.counters.during_run {status.get(kiln_fabric_checks.DURING_RUN_CHECK)}: the baseline stays"
+    elif status.get(kiln_burnin_fabric_checks.DURING_RUN_CHECK, PASS) != PASS:
+        why = f"fabric.counters.during_run {status.get(kiln_burnin_fabric_checks.DURING_RUN_CHECK)}: the baseline stays"
     out: Dict[str, Any] = {}
     if why is None:
         counters = dict(fabric.get("counters") or {})

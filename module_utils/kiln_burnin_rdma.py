@@ -17,17 +17,17 @@ from collections.abc import Mapping
 from typing import Any
 
 try:
-    from ansible.module_utils import kiln_fabric_checks, kiln_fabric_pairs, kiln_fabric_text
+    from ansible.module_utils import kiln_burnin_fabric_checks, kiln_burnin_fabric_pairs, kiln_fabric_text
     from ansible.module_utils.kiln_filter_error import FilterError
 except ImportError:  # imported as a top-level module (controller, unit tests)
-    import kiln_fabric_checks  # type: ignore[no-redef]
-    import kiln_fabric_pairs  # type: ignore[no-redef]
+    import kiln_burnin_fabric_checks  # type: ignore[no-redef]
+    import kiln_burnin_fabric_pairs  # type: ignore[no-redef]
     import kiln_fabric_text  # type: ignore[no-redef]
     from kiln_filter_error import FilterError  # type: ignore[no-redef]
 
 
 def _expected(nodes_fabric: Any) -> dict[str, dict[str, Any]]:
-    """Each node's expected ports (kiln_fabric_checks.expected_ports) from its burn-in fabric data."""
+    """Each node's expected ports (kiln_burnin_fabric_checks.expected_ports) from its burn-in fabric data."""
     if not isinstance(nodes_fabric, Mapping):
         raise FilterError("kiln burn-in fabric: nodes must map each host to {facts, expect, history}")
     out = {}
@@ -38,9 +38,9 @@ def _expected(nodes_fabric: Any) -> dict[str, dict[str, Any]]:
         fab = fab if isinstance(fab, Mapping) else {}
         history = fab.get("history") if isinstance(fab.get("history"), Mapping) else {}
         try:
-            out[str(node)] = kiln_fabric_checks.expected_ports(fab.get("facts"), fab.get("expect"),
+            out[str(node)] = kiln_burnin_fabric_checks.expected_ports(fab.get("facts"), fab.get("expect"),
                                                                history.get("records"), host=str(node))
-        except kiln_fabric_checks.FabricError as exc:
+        except kiln_burnin_fabric_checks.FabricError as exc:
             raise FilterError(str(exc)) from None
     return out
 
@@ -54,22 +54,22 @@ def kiln_rdma_pair_plan(nodes_fabric: Any, base_port: Any = 18515) -> list[dict[
     rails: dict[str, list[dict[str, Any]]] = {}
     for node, exp in expected.items():
         facts = (nodes_fabric.get(node) or {}).get("facts")
-        found, _ = kiln_fabric_checks._read_facts(facts)
+        found, _ = kiln_burnin_fabric_checks._read_facts(facts)
         exclude = set(exp.get("exclude") or [])
         ports = []
         for port in exp.get("ports") or []:
             if not isinstance(port, Mapping) or port.get("hca") in exclude:
                 continue
             have = (found or {}).get(port.get("port"))
-            state = kiln_fabric_checks._state(have) if have else (False, "missing")
+            state = kiln_burnin_fabric_checks._state(have) if have else (False, "missing")
             ports.append(dict(port, active=bool(state[0]), why=state[1]))
         if ports:
             rails[node] = ports
     if len(rails) < 2:
         return []
     try:
-        return kiln_fabric_pairs.rdma_pair_plan(rails, int(base_port))
-    except (kiln_fabric_checks.FabricError, TypeError, ValueError) as exc:
+        return kiln_burnin_fabric_pairs.rdma_pair_plan(rails, int(base_port))
+    except (kiln_burnin_fabric_checks.FabricError, TypeError, ValueError) as exc:
         raise FilterError(f"kiln burn-in: cannot plan the ib_write_bw pairs: {exc}") from None
 
 
@@ -97,9 +97,9 @@ def kiln_rdma_judge(plan: Any, outputs: Any, fabric_path: Any = None) -> dict[st
         parsed["timed_out"] = out.get("rc") == 124
         results.append(parsed)
     try:
-        rules = kiln_fabric_checks.load_fabric_thresholds(str(fabric_path) if fabric_path else None)
-        return kiln_fabric_pairs.judge_rdma_bw(plan, results, rules)
-    except kiln_fabric_checks.FabricError as exc:
+        rules = kiln_burnin_fabric_checks.load_fabric_thresholds(str(fabric_path) if fabric_path else None)
+        return kiln_burnin_fabric_pairs.judge_rdma_bw(plan, results, rules)
+    except kiln_burnin_fabric_checks.FabricError as exc:
         raise FilterError(f"kiln burn-in: cannot judge the ib_write_bw pairs: {exc}") from None
 
 
@@ -163,8 +163,8 @@ def kiln_fabric_key_of(nodes_fabric: Any, engine: Any) -> dict[str, Any]:
     expected = _expected(nodes_fabric)
     facts = {n: (nodes_fabric.get(n) or {}).get("facts") for n in expected}
     try:
-        return kiln_fabric_pairs.fabric_key_from_facts(facts, str(engine), expected)
-    except kiln_fabric_checks.FabricError as exc:
+        return kiln_burnin_fabric_pairs.fabric_key_from_facts(facts, str(engine), expected)
+    except kiln_burnin_fabric_checks.FabricError as exc:
         raise FilterError(f"kiln burn-in: cannot name the fabric: {exc}") from None
 
 

@@ -3,9 +3,9 @@
 (``data/burnin_fabric.yml``).
 
 Pure functions, standard library only (PyYAML lazily, for the rules file). Importable as
-``kiln_fabric_base`` and ``ansible.module_utils.kiln_fabric_base``. ``kiln_fabric_checks`` re-exports
+``kiln_fabric_base`` and ``ansible.module_utils.kiln_fabric_base``. ``kiln_burnin_fabric_checks`` re-exports
 every name here; the expectation and the passive checks are there, the error counters in
-``kiln_fabric_counters``, the ib_write_bw pairs in ``kiln_fabric_pairs``.
+``kiln_fabric_counters``, the ib_write_bw pairs in ``kiln_burnin_fabric_pairs``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 """Burn-in fabric judges III: the RDMA ports' error counters, judged by port identity and direction.
 
 Pure functions, standard library only. Importable as ``kiln_fabric_counters`` and
-``ansible.module_utils.kiln_fabric_counters`` (``kiln_fabric_checks`` re-exports the public names).
+``ansible.module_utils.kiln_fabric_counters`` (``kiln_burnin_fabric_checks`` re-exports the public names).
 
 * **Identity** (:func:`port_identity`): a port is its GUID -- the interface id of GID 0 (the port
   GUID on InfiniBand, the MAC-derived id on RoCE), else the HCA's node GUID and the port number --

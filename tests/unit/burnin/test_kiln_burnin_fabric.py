@@ -176,11 +176,11 @@ def test_rdma_fixture_keeps_the_gpu_fixture_devices(tmp_path: Path) -> None:
 
 
 def test_a_damaged_rules_or_floors_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
-    import kiln_fabric_checks
+    import kiln_burnin_fabric_checks
     import kiln_verdict
     bad = tmp_path / "rules.yml"
     bad.write_text("counters: [unclosed\n")
-    with pytest.raises(kiln_fabric_checks.FabricError, match="rules.yml"):
-        kiln_fabric_checks.load_fabric_thresholds(str(bad))
+    with pytest.raises(kiln_burnin_fabric_checks.FabricError, match="rules.yml"):
+        kiln_burnin_fabric_checks.load_fabric_thresholds(str(bad))
     with pytest.raises(kiln_verdict.KilnConfigError, match="rules.yml"):
         kiln_verdict.load_floors(str(bad))

@@ -21,10 +21,10 @@ import kiln_baseline
 import kiln_burnin as kb
 import kiln_burnin_pair_phase as pp
 import kiln_fabric
-import kiln_fabric_checks as fc
+import kiln_burnin_fabric_checks as fc
 import kiln_burnin_rdma as ff  # the RDMA pair filters (registry: filter_plugins/kiln_fabric_filters.py)
 import kiln_netdev
-import kiln_fabric_pairs as fp
+import kiln_burnin_fabric_pairs as fp
 from kiln_loader import load_source
 from kiln_playbook import ANSIBLE_PLAYBOOK, run_playbook
 

@@ -1,4 +1,4 @@
-"""kiln_fabric_checks and kiln_fabric_pairs: expected ports, passive fabric checks, NCCL env, fabric key, ib_write_bw pairs."""
+"""kiln_burnin_fabric_checks and kiln_burnin_fabric_pairs: expected ports, passive fabric checks, NCCL env, fabric key, ib_write_bw pairs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kiln_fabric_checks as fc
-import kiln_fabric_pairs as fp
+import kiln_burnin_fabric_checks as fc
+import kiln_burnin_fabric_pairs as fp
 import kiln_verdict
 from kiln_verdict import KilnConfigError
 

@@ -2,7 +2,7 @@
 """Burn-in fabric judges: expected RDMA ports and the passive port, counter and GPUDirect checks.
 
 Pure functions, standard library only (PyYAML lazily, for the rules file). Importable as
-``kiln_fabric_checks`` and ``ansible.module_utils.kiln_fabric_checks``. Facts are
+``kiln_burnin_fabric_checks`` and ``ansible.module_utils.kiln_burnin_fabric_checks``. Facts are
 ``ansible_facts['kiln_fabric']`` (schema ``kiln.fabric/v1``); rules are ``data/burnin_fabric.yml``.
 Ports are named ``<hca>/<port>`` (``mlx5_0/1``). Hostile facts never raise: they make checks
 INCOMPLETE. Bad configuration (``kiln_burnin_fabric_expect``, rules, plans) raises
@@ -18,7 +18,7 @@ The shared base (constants, facts reader, rules file) is ``kiln_fabric_base``; t
 (identity, baseline, growth during the run) are ``kiln_fabric_counters``; both re-exported here.
 
 The NCCL environment, the floors' fabric key and the ib_write_bw pair test are in
-``kiln_fabric_pairs``.
+``kiln_burnin_fabric_pairs``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 try:
     from ansible.module_utils import kiln_verdict
-    from ansible.module_utils.kiln_fabric_base import (  # noqa: F401  (re-exported: kiln_fabric_pairs, filters, tests)
+    from ansible.module_utils.kiln_fabric_base import (  # noqa: F401  (re-exported: kiln_burnin_fabric_pairs, filters, tests)
         _CHECKS, _CONFIDENCES, _EXPECT_KEYS, _IFNAME, _MAX_RATE, _NAME, DURING_RUN_CHECK, ERROR_COUNTERS, EXPECT_VAR,
         FABRIC_KEYS, FACTS_SCHEMA, FAIL, INCOMPLETE, LANE_SPEEDS, LINK_LAYERS, PASS, RDMA_ENGINES, SCHEMA, SKIP,
         TCP_ENGINES, WARN, WIDTHS, FabricError, _count, _describe, _natural, _rate, _read_facts, _show, _speed, _state,

@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
 """Burn-in fabric judges II: the NCCL environment, the floors' fabric key and the ib_write_bw
-pair test, from the facts and expectations of ``kiln_fabric_checks``.
+pair test, from the facts and expectations of ``kiln_burnin_fabric_checks``.
 
-Pure functions, standard library only. Importable as ``kiln_fabric_pairs`` and
-``ansible.module_utils.kiln_fabric_pairs``. Bad configuration raises
-``kiln_fabric_checks.FabricError`` (a ``KilnConfigError``, exit 4).
+Pure functions, standard library only. Importable as ``kiln_burnin_fabric_pairs`` and
+``ansible.module_utils.kiln_burnin_fabric_pairs``. Bad configuration raises
+``kiln_burnin_fabric_checks.FabricError`` (a ``KilnConfigError``, exit 4).
 
 rdma.write_bw, the blame rule (one check per node of the plan). A link is a plan entry;
 it is *low* below the floor of its link key. Per HCA of a node (an *end*):
@@ -31,13 +31,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 try:
     from ansible.module_utils import kiln_verdict
     from ansible.module_utils.kiln_burnin_pair_phase import fabric_key
-    from ansible.module_utils.kiln_fabric_checks import (
+    from ansible.module_utils.kiln_burnin_fabric_checks import (
         FABRIC_KEYS, RDMA_ENGINES, TCP_ENGINES, EXPECT_VAR, FabricError, INCOMPLETE, FAIL, PASS, WARN, _IFNAME, _NAME, _count, _natural, _rate, _read_facts, _show, _state, check, expected_ports, validate_fabric_thresholds,
     )
 except ImportError:  # imported as a top-level module (unit tests)
     import kiln_verdict  # type: ignore[no-redef]
     from kiln_burnin_pair_phase import fabric_key  # type: ignore[no-redef]
-    from kiln_fabric_checks import (  # type: ignore[no-redef]
+    from kiln_burnin_fabric_checks import (  # type: ignore[no-redef]
         FABRIC_KEYS, RDMA_ENGINES, TCP_ENGINES, EXPECT_VAR, FabricError, INCOMPLETE, FAIL, PASS, WARN, _IFNAME, _NAME, _count, _natural, _rate, _read_facts, _show, _state, check, expected_ports, validate_fabric_thresholds,
     )
 
