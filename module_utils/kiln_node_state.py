@@ -13,7 +13,7 @@ Pure functions, standard library only. Importable as ``kiln_node_state`` and as
   ``playbooks/slurm_node_state.yml``;
 * the burn-in's resume of drained swap targets inside its reservation (the plan,
   ``kiln_burnin_pair_phase.pair_start``, and the re-decision right before the scontrol in
-  ``playbooks/burnin.yml``), and its verdict actions (``kiln_burnin.plan_actions``);
+  the burn-in's final phase, ``roles/burnin/tasks/final.yml``), and its verdict actions (``kiln_burnin.plan_actions``);
 * the burn-in lock's restore of an interrupted run's drains (``library/kiln_burnin_lock.py``).
 
 kiln's drains are those whose reason starts with one of :data:`KILN_REASON_PREFIXES`
