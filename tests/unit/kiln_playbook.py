@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -60,6 +60,17 @@ def run_playbook(*args: str, tmp_path: Path, timeout: int = 300,
     )
     return subprocess.run([ANSIBLE_PLAYBOOK, *args], cwd=REPO, env=full, capture_output=True, text=True,
                           timeout=timeout, check=False)
+
+
+def mappings(node: Any) -> Iterator[dict[Any, Any]]:
+    """Every mapping in a parsed YAML tree, at any depth (plays, tasks, blocks, module arguments), depth first."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from mappings(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from mappings(item)
 
 
 #: Roles whose entry points are a playbook's phases (playbooks/burnin.yml, playbooks/upgrade.yml).

@@ -30,6 +30,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/unit, when run as a script
 from kiln_paths import REPO  # noqa: E402
+from kiln_playbook import mappings  # noqa: E402
 SETTINGS_ROLES = ("burnin_settings", "upgrade_settings", "drift_settings")
 NAME = re.compile(r"\b[a-z][a-z0-9_]*\b")
 
@@ -93,16 +94,6 @@ def _strings(node: Any) -> Iterator[str]:
         yield node
 
 
-def _walk(node: Any) -> Iterator[Dict[Any, Any]]:
-    if isinstance(node, dict):
-        yield node
-        for v in node.values():
-            yield from _walk(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _walk(v)
-
-
 def _refs(text: str, names: Dict[str, Set[str]]) -> Set[str]:
     """The knobs a Jinja string reads, through the aliases in *names* (name -> knobs)."""
     found: Set[str] = set()
@@ -121,7 +112,7 @@ def aliases() -> Dict[str, Set[str]]:
     names: Dict[str, Set[str]] = {k: {k} for k in knobs()}
     for _ in range(4):  # aliases of aliases
         for _path, tree in _parsed():
-            for mapping in _walk(tree):
+            for mapping in mappings(tree):
                 for key in ("vars", "ansible.builtin.set_fact", "set_fact"):
                     block = mapping.get(key)
                     if not isinstance(block, dict):
@@ -239,7 +230,7 @@ def _module_calls() -> Iterator[Tuple[str, str, str, Dict[str, Any]]]:
     """(file, module, parameter, task) for every task that calls a library module."""
     modules = set(module_specs())
     for path, tree in _parsed():
-        for mapping in _walk(tree):
+        for mapping in mappings(tree):
             for key, args in mapping.items():
                 name = str(key).rsplit(".", 1)[-1]
                 if name in modules and isinstance(args, dict) and str(key) in {name, f"ansible.legacy.{name}"}:
@@ -280,7 +271,7 @@ def survey() -> Dict[str, Knob]:
         for lineno, line in enumerate(text.splitlines(), 1):
             for name in inline.findall(line):
                 table[name].defaults.append(f"{path}:{lineno}")
-        for mapping in _walk(tree):
+        for mapping in mappings(tree):
             block = mapping.get("vars")
             if isinstance(block, dict):
                 for name in block:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
 
 from kiln_paths import REPO
+from kiln_playbook import mappings
 
 LIBRARY = REPO / "library"
 MODULES = sorted(p.stem for p in LIBRARY.glob("kiln_*.py"))
@@ -50,17 +51,6 @@ def _spec(module: str) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
     raise AssertionError(f"library/{module}.py: no AnsibleModule(argument_spec=...) call")
 
 
-def _tasks(node: Any) -> Iterator[dict[str, Any]]:
-    """Every mapping that may be a task, at any depth (plays, blocks, rescue, always, handlers)."""
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _tasks(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _tasks(item)
-
-
 def _calls() -> list[tuple[str, str, dict[str, Any]]]:
     found = []
     for path in TASK_FILES:
@@ -68,7 +58,7 @@ def _calls() -> list[tuple[str, str, dict[str, Any]]]:
             doc = yaml.safe_load(path.read_text())
         except yaml.YAMLError:
             continue  # not plain YAML (a Jinja template): not a task file
-        for task in _tasks(doc):
+        for task in mappings(doc):  # every mapping that may be a task, at any depth
             for module in MODULES:
                 args = task.get(module)
                 if args is None:
