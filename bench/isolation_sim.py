@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scale simulation of the burn-in's pair isolation (module_utils/kiln_isolate.py).
+"""Scale simulation of the burn-in's pair isolation (module_utils/kiln/burnin/isolate.py).
 
 A pure-Python model of a fabric: N nodes, each with a link rate (1.0 healthy,
 1 - slowdown for a bad node); a pair's all-reduce busbw is the slower node's
@@ -24,7 +24,7 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils"))
 
-import kiln_isolate  # noqa: E402  (path set above)
+from kiln.burnin import isolate as kiln_isolate  # noqa: E402  (path set above)
 
 
 def trial(nodes: int, bad: int, slowdown: float, noise: float, band: float, confirm: bool,

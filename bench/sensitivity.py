@@ -7,7 +7,7 @@ Slurm and the CPU engine), e.g. the burnin scenario kept up:
   make testbed && molecule converge -s burnin          (with the Makefile's environment)
   python3 bench/sensitivity.py --trials 10 --drops 0.10,0.15,0.20,0.30 --band 0.2
 
-Each trial is one whole pair phase (module_utils/kiln_isolate.py, the code the
+Each trial is one whole pair phase (module_utils/kiln/burnin/isolate.py, the code the
 playbook runs): 2-node CPU-engine all-reduces launched with srun on the
 controller, parsed and judged exactly as the burn-in does (kiln_burnin_checks.nccl_check
 against the cpu two-node floor, then the run's reference and the nodes'
@@ -39,9 +39,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "module_utils"))
 
-import kiln_burnin_checks  # noqa: E402
-import kiln_isolate  # noqa: E402
-import kiln_verdict  # noqa: E402
+from kiln.burnin import checks as kiln_burnin_checks  # noqa: E402
+from kiln.burnin import isolate as kiln_isolate  # noqa: E402
+from kiln import verdict as kiln_verdict  # noqa: E402
 
 
 def sh(argv: List[str], timeout: int = 300) -> subprocess.CompletedProcess:

@@ -1,6 +1,6 @@
 # Copyright: kiln contributors
 # SPDX-License-Identifier: MIT
-"""kiln as-built and drift filters: the registry (name -> function) of module_utils/kiln_drift.py."""
+"""kiln as-built and drift filters: the registry (name -> function) of module_utils/kiln/packages/drift.py."""
 
 import site
 from pathlib import Path
@@ -8,7 +8,7 @@ from typing import Any
 
 site.addsitedir(str(Path(__file__).resolve().parents[1] / "module_utils"))  # docs/architecture.md "Python layout"
 
-import kiln_drift  # noqa: E402
+from kiln.packages import drift as kiln_drift  # noqa: E402
 
 
 class FilterModule:

@@ -8,9 +8,9 @@ from typing import Any
 
 site.addsitedir(str(Path(__file__).resolve().parents[1] / "module_utils"))  # docs/architecture.md "Python layout"
 
-import kiln_burnin_rdma  # noqa: E402
-import kiln_fabric_text  # noqa: E402
-import kiln_netdev  # noqa: E402
+from kiln.burnin import rdma as kiln_burnin_rdma  # noqa: E402
+from kiln.facts import fabric_text as kiln_fabric_text  # noqa: E402
+from kiln.facts import netdev as kiln_netdev  # noqa: E402
 from kiln_compat_engine import gpudirect  # noqa: E402
 
 

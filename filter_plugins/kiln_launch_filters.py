@@ -1,6 +1,6 @@
 # Copyright: kiln contributors
 # SPDX-License-Identifier: MIT
-"""kiln burn-in launch filter: the registry (name -> function) of module_utils/kiln_launch.py."""
+"""kiln burn-in launch filter: the registry (name -> function) of module_utils/kiln/burnin/launch.py."""
 
 import site
 from pathlib import Path
@@ -8,7 +8,7 @@ from typing import Any
 
 site.addsitedir(str(Path(__file__).resolve().parents[1] / "module_utils"))  # docs/architecture.md "Python layout"
 
-import kiln_launch  # noqa: E402
+from kiln.burnin import launch as kiln_launch  # noqa: E402
 
 
 class FilterModule:

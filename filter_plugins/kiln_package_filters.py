@@ -1,6 +1,6 @@
 # Copyright: kiln contributors
 # SPDX-License-Identifier: MIT
-"""kiln package planning filters: the registry (name -> function) of module_utils/kiln_pkgdb.py."""
+"""kiln package planning filters: the registry (name -> function) of module_utils/kiln/packages/pkgdb.py."""
 
 import site
 from pathlib import Path
@@ -8,7 +8,7 @@ from typing import Any
 
 site.addsitedir(str(Path(__file__).resolve().parents[1] / "module_utils"))  # docs/architecture.md "Python layout"
 
-import kiln_pkgdb  # noqa: E402
+from kiln.packages import pkgdb as kiln_pkgdb  # noqa: E402
 
 
 class FilterModule:

@@ -1,6 +1,6 @@
 # Copyright: kiln contributors
 # SPDX-License-Identifier: MIT
-"""kiln repository key filters: the registry of module_utils/kiln_repo_key.py (docs/architecture.md "Python layout")."""
+"""kiln repository key filters: the registry of module_utils/kiln/packages/repo_key.py (docs/architecture.md "Python layout")."""
 
 import site
 from pathlib import Path
@@ -8,7 +8,7 @@ from typing import Any
 
 site.addsitedir(str(Path(__file__).resolve().parents[1] / "module_utils"))  # docs/architecture.md "Python layout"
 
-import kiln_repo_key  # noqa: E402
+from kiln.packages import repo_key as kiln_repo_key  # noqa: E402
 
 
 class FilterModule:

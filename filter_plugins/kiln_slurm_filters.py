@@ -1,6 +1,6 @@
 # Copyright: kiln contributors
 # SPDX-License-Identifier: MIT
-"""kiln Slurm filters: the registry (name -> function) of module_utils/kiln_slurm_nodes.py."""
+"""kiln Slurm filters: the registry (name -> function) of module_utils/kiln/slurm/nodes.py."""
 
 import site
 from pathlib import Path
@@ -8,7 +8,7 @@ from typing import Any
 
 site.addsitedir(str(Path(__file__).resolve().parents[1] / "module_utils"))  # docs/architecture.md "Python layout"
 
-import kiln_slurm_nodes  # noqa: E402
+from kiln.slurm import nodes as kiln_slurm_nodes  # noqa: E402
 
 
 class FilterModule:

@@ -1,6 +1,6 @@
 # Copyright: kiln contributors
 # SPDX-License-Identifier: MIT
-"""kiln rolling-upgrade filters: the registry (name -> function) of module_utils/kiln_upgrade.py."""
+"""kiln rolling-upgrade filters: the registry (name -> function) of module_utils/kiln/upgrade/rollout.py."""
 
 import site
 from pathlib import Path
@@ -8,7 +8,7 @@ from typing import Any
 
 site.addsitedir(str(Path(__file__).resolve().parents[1] / "module_utils"))  # docs/architecture.md "Python layout"
 
-import kiln_upgrade  # noqa: E402
+from kiln.upgrade import rollout as kiln_upgrade  # noqa: E402
 
 
 class FilterModule:

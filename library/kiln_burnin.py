@@ -13,10 +13,10 @@ short_description: Judge kiln burn-in data against floors and write the reports
 description:
   - Runs on the Ansible controller (C(localhost)). Takes what the burn-in playbook collected per node
     (GPU facts, kernel-log XIDs, tool paths, C(dcgmi diag) and single-node all-reduce outputs) and for the
-    fabric (all-reduce output, iperf3 link rates), judges it with C(module_utils/kiln_burnin.py),
-    C(kiln_verdict.py) and the floors in C(data/burnin_floors.yml), and returns per-node verdicts.
+    fabric (all-reduce output, iperf3 link rates), judges it with C(module_utils/kiln/burnin/assemble.py),
+    C(kiln.verdict.py) and the floors in C(data/burnin_floors.yml), and returns per-node verdicts.
   - With O(write=true) it also writes C(summary.json), C(summary.md), C(junit.xml), Prometheus textfiles and
-    SVG plots (C(module_utils/kiln_report.py)) plus the raw outputs into O(results_dir).
+    SVG plots (C(module_utils/kiln/burnin/report.py)) plus the raw outputs into O(results_dir).
 version_added: "0.1.0"
 author:
   - kiln contributors
@@ -165,9 +165,9 @@ written:
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_burnin import assemble, iperf_reference, report
-from ansible.module_utils.kiln_health import load_health
-from ansible.module_utils.kiln_verdict import KilnConfigError, load_floors
+from ansible.module_utils.kiln.burnin.assemble import assemble, iperf_reference, report
+from ansible.module_utils.kiln.health.rules import load_health
+from ansible.module_utils.kiln.verdict import KilnConfigError, load_floors
 
 
 def main() -> None:

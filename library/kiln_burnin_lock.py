@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-"""Ansible module: the burn-in's cluster lock and restore journal (logic in module_utils/kiln_burnin_lock.py)."""
+"""Ansible module: the burn-in's cluster lock and restore journal (logic in module_utils/kiln/burnin/lock.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ description:
     controller, expired, or O(break_lock)).
   - O(op=recover) (on the launcher) takes over a stale lock - drains again every node the dead run resumed and never
     settled, with its recorded reason, deletes the dead run's reservations - and takes the lock for this run.
-  - Every drain again is decided by C(module_utils/kiln_node_state.py) from C(sinfo) read just before it - a node whose
+  - Every drain again is decided by C(module_utils/kiln/slurm/node_state.py) from C(sinfo) read just before it - a node whose
     reason is now someone else's (not C(BURNIN:)/C(UPGRADE:), and not the recorded one) is held, never re-drained
     (C(held)); a node Slurm no longer lists is reported, not drained. When sinfo cannot be read nothing is drained and the
     module fails.
@@ -138,11 +138,11 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_burnin_lock import (
+from ansible.module_utils.kiln.burnin.lock import (
     STALE, holds, judge, new_lock, parse, playbook_process, proc_start, same_holder, stale_reservations, unsettled,
 )
-from ansible.module_utils.kiln_node_state import CHANGE, DRAIN, HELD, decide, held_why
-from ansible.module_utils.kiln_sinfo import parse_sinfo
+from ansible.module_utils.kiln.slurm.node_state import CHANGE, DRAIN, HELD, decide, held_why
+from ansible.module_utils.kiln.slurm.sinfo import parse_sinfo
 
 #: The reason of a journalled node recorded without one.
 DEFAULT_REASON = "BURNIN: restored after an interrupted burn-in"

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-"""Ansible module: the burn-in's swap scope and pair phase (logic in module_utils/kiln_burnin_pair_phase.py)."""
+"""Ansible module: the burn-in's swap scope and pair phase (logic in module_utils/kiln/burnin/pair_phase.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ module: kiln_burnin_pairs
 short_description: Plan and judge the burn-in's 2-node pair phase
 description:
   - Runs on the Ansible controller (C(localhost)); never changes a managed node. Reads the per-node burn-in
-    history under O(state_dir) (C(module_utils/kiln_baseline.py)).
+    history under O(state_dir) (C(module_utils/kiln/burnin/baseline.py)).
   - O(op=scope) names the hosts a run touches (swap mode - the repaired nodes plus known-good partners).
   - O(op=start) decides who takes part given the Slurm state (down nodes out; drained swap targets resumed
     inside the burn-in's reservation; other drained nodes left out), loads baselines and plans round 1.
   - O(op=round) judges the pairs measured so far against the two-node floor and the run's reference
-    (C(module_utils/kiln_isolate.py)) and plans the next round.
+    (C(module_utils/kiln/burnin/isolate.py)) and plans the next round.
 version_added: "0.2.0"
 author:
   - kiln contributors
@@ -180,10 +180,10 @@ nodes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_baseline import load_with_warnings
-from ansible.module_utils.kiln_burnin_pair_phase import pair_records, pair_round, pair_scope, pair_start
-from ansible.module_utils.kiln_sinfo import parse_sinfo
-from ansible.module_utils.kiln_verdict import KilnConfigError, load_floors
+from ansible.module_utils.kiln.burnin.baseline import load_with_warnings
+from ansible.module_utils.kiln.burnin.pair_phase import pair_records, pair_round, pair_scope, pair_start
+from ansible.module_utils.kiln.slurm.sinfo import parse_sinfo
+from ansible.module_utils.kiln.verdict import KilnConfigError, load_floors
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ description:
   - Reads the file (an absent or empty file is C({})), adds O(defaults) only where the file lacks the
     top-level key, sets O(explicit) over it, then O(owned) (mappings merged key by key, so an
     operator's other C(runtimes) stay; lists and scalars replaced; C(exec-opts) merged by option
-    name; a key set to null removed). The logic is C(module_utils/kiln_daemon_json.py).
+    name; a key set to null removed). The logic is C(module_utils/kiln/packages/daemon_json.py).
   - The merged object is compared with the file's parsed content (type-strict); key order and
     whitespace are no change. Only a real change is written, in nvidia-ctk's layout (4-space indent,
     sorted keys), checked by O(validate) first, atomically (a temporary file beside the target,
@@ -65,7 +65,7 @@ import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_daemon_json import DaemonJsonError, merge, read, render, resolve, summary
+from ansible.module_utils.kiln.packages.daemon_json import DaemonJsonError, merge, read, render, resolve, summary
 
 _MODE = re.compile(r"^0[0-7]{3,4}$")
 

@@ -56,8 +56,8 @@ attributes:
     support: full
 notes:
   - Counter values are cumulative; judge them as deltas against a baseline of the same port (GUID), and on their
-    absolute value when that baseline is not provably this port's (module_utils/kiln_fabric_counters.py).
-  - A netdev name that may not reach a path or a unit name (module_utils/kiln_netdev.py) is kept and reported in
+    absolute value when that baseline is not provably this port's (module_utils/kiln/fabric/counters.py).
+  - A netdev name that may not reach a path or a unit name (module_utils/kiln/facts/netdev.py) is kept and reported in
     RV(ansible_facts.kiln_fabric.problems).
   - RoCE (Ethernet link layer) ports have no LID, so perfquery is not run for them.
 """
@@ -132,8 +132,8 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_fabric import gpudirect_facts, merge_sources, read_sysfs
-from ansible.module_utils.kiln_fabric_text import parse_ibstat, parse_perfquery
+from ansible.module_utils.kiln.facts.fabric import gpudirect_facts, merge_sources, read_sysfs
+from ansible.module_utils.kiln.facts.fabric_text import parse_ibstat, parse_perfquery
 
 
 def find_tool(module, name):

@@ -185,7 +185,7 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_hwfacts import (
+from ansible.module_utils.kiln.facts.hardware import (
     parse_nvidia_smi_xml,
     parse_nvlink_status,
     scan_infiniband_sysfs,

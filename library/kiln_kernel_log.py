@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-"""Ansible module: a node's kernel log for NVIDIA XIDs since its last burn-in (logic in module_utils/kiln_kernel_log.py)."""
+"""Ansible module: a node's kernel log for NVIDIA XIDs since its last burn-in (logic in module_utils/kiln/health/kernel_log.py)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_kernel_log import DMESG, JOURNAL_PROBE, journal_argv, journal_problem, result, window
+from ansible.module_utils.kiln.health.kernel_log import DMESG, JOURNAL_PROBE, journal_argv, journal_problem, result, window
 
 
 def _stamp(path):

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-"""Ansible module: the kernel packages to hold with the driver (logic in module_utils/kiln_kernel_hold.py)."""
+"""Ansible module: the kernel packages to hold with the driver (logic in module_utils/kiln/packages/kernel_hold.py)."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -9,7 +9,7 @@ short_description: The running kernel's packages and every installed kernel flav
 description:
   - Reads the package database (dpkg-query, or rpm) and the owners of the kernel images C(<boot_dir>/vmlinuz-<release>)
     and returns the packages to hold so that no other kernel arrives (C(kernel_hold_names),
-    module_utils/kiln_kernel_hold.py) -- found in the database, not from a list of names.
+    module_utils/kiln/packages/kernel_hold.py) -- found in the database, not from a list of names.
   - A kernel's own packages are the owners of its image and (apt) the installed packages named with its release
     (C(linux-image-<r>), C(linux-headers-<r>), C(linux-modules-extra-<r>), ...), (dnf) those providing its
     C(*-uname-r). The meta-packages are every installed package that depends on one of them, transitively
@@ -50,7 +50,7 @@ msg: {description: One line saying what was found., returned: always, type: str}
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_kernel_hold import (
+from ansible.module_utils.kiln.packages.kernel_hold import (
     DPKG_RELATIONS_FORMAT,
     RPM_OWNER_FORMAT,
     RPM_RELATIONS_FORMAT,

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-"""Ansible module: kiln's one package mechanism (logic in module_utils/kiln_pkgdb.py)."""
+"""Ansible module: kiln's one package mechanism (logic in module_utils/kiln/packages/pkgdb.py)."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -8,7 +8,7 @@ module: kiln_packages
 short_description: Install exact package versions and hold them, in one task (kiln's package mechanism)
 description:
   - Reads the host's package database in-process (dpkg-query, or rpm plus the dnf versionlock list),
-    plans with C(kiln_pkg_plan) (module_utils/kiln_pkgdb.py) and changes only what differs.
+    plans with C(kiln_pkg_plan) (module_utils/kiln/packages/pkgdb.py) and changes only what differs.
   - C(state=pinned) unholds the pinned packages whose version changes, installs the exact versions in one
     apt/dnf transaction, holds every pinned package, writes the unattended-upgrades exclusion of the
     owner, then reads the database again and fails unless every package is at its pin and held.
@@ -143,7 +143,7 @@ import time
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_pkgdb import (
+from ansible.module_utils.kiln.packages.pkgdb import (
     BARE_NAME,
     OWNER,
     VERSIONLOCK_MARKER,

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
-try:  # kiln's one filter error (module_utils/kiln_filter_error.py)
-    from ansible.module_utils.kiln_filter_error import FilterError
+try:  # kiln's one filter error (module_utils/kiln/errors.py)
+    from ansible.module_utils.kiln.errors import FilterError
 except ImportError:  # imported as a top-level module (controller, unit tests)
-    from kiln_filter_error import FilterError  # type: ignore[no-redef]
+    from kiln.errors import FilterError  # type: ignore[no-redef]
 
 
 class CompatError(FilterError):

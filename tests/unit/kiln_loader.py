@@ -19,3 +19,17 @@ def load_source(name: str, path: Path) -> ModuleType:
     sys.modules[name] = module
     loader.exec_module(module)
     return module
+
+
+def ship_module_utils() -> None:
+    """Make ``ansible.module_utils.kiln.*`` importable, as AnsiballZ does on a node, so that a library
+    module's own import lines run in a test: every module of module_utils/kiln/ is registered under
+    that name too (the same module object: one copy of its state)."""
+    import importlib
+    import pkgutil
+
+    import kiln
+
+    names = ["kiln"] + [info.name for info in pkgutil.walk_packages(kiln.__path__, "kiln.")]
+    for name in names:
+        sys.modules.setdefault(f"ansible.module_utils.{name}", importlib.import_module(name))

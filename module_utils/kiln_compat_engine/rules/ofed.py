@@ -217,7 +217,7 @@ def _hca_detected(ck: Checker) -> None:
             "hca-detected-unknown", ["hca"],
             f"The host reports an HCA {show(hca)} whose generation data/compat.yml does not know, so kiln cannot check "
             f"the RDMA stack against it.",
-            "Add the generation to data/compat.yml ofed.hca_generations (and module_utils/kiln_fabric.py HCA_MODELS) "
+            "Add the generation to data/compat.yml ofed.hca_generations (and module_utils/kiln/facts/fabric.py HCA_MODELS) "
             "with a source, or accept rule hca-detected-unknown in kiln_stack_allow with a reason.",
             None, "UNVERIFIED", "host facts (ansible_facts['kiln_fabric'])"))
 

@@ -9,11 +9,11 @@ from kiln_loader import load_source
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_dcgm_diag as kdd  # noqa: E402
-import kiln_health as kh  # noqa: E402
-import kiln_health_dcgm as khd  # noqa: E402
-import kiln_health_memory as khm  # noqa: E402
-import kiln_hwfacts as khw  # noqa: E402
+from kiln.health import dcgm_diag as kdd  # noqa: E402
+from kiln.health import rules as kh  # noqa: E402
+from kiln.health import dcgm as khd  # noqa: E402
+from kiln.health import memory as khm  # noqa: E402
+from kiln.facts import hardware as khw  # noqa: E402
 
 KilnConfigError = kh.kiln_verdict.KilnConfigError
 SMI_FIXTURES = REPO / "tests" / "fixtures" / "nvidia-smi"

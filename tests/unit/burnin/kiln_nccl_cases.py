@@ -9,11 +9,11 @@ import sys
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_nccl  # noqa: E402
-import kiln_nccl_json  # noqa: E402
-import kiln_nccl_layout  # noqa: E402
-import kiln_nccl_result  # noqa: E402
-import kiln_nccl_text  # noqa: E402
+from kiln.nccl import parse as kiln_nccl  # noqa: E402
+from kiln.nccl import json_doc as kiln_nccl_json  # noqa: E402
+from kiln.nccl import layout as kiln_nccl_layout  # noqa: E402
+from kiln.nccl import result as kiln_nccl_result  # noqa: E402
+from kiln.nccl import text as kiln_nccl_text  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "nccl-tests"
 GOOD = FIXTURES / "nccl-tests-2.18.3-gh200-8rank-2node-int8.txt"

@@ -17,12 +17,12 @@ import pytest
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_burnin as kb  # noqa: E402
-import kiln_burnin_checks as kbc  # noqa: E402
-import kiln_burnin_pair_phase as kbp  # noqa: E402
-import kiln_burnin_lock as kl  # noqa: E402
-import kiln_isolate as ki  # noqa: E402
-import kiln_verdict as kv  # noqa: E402
+from kiln.burnin import assemble as kb  # noqa: E402
+from kiln.burnin import checks as kbc  # noqa: E402
+from kiln.burnin import pair_phase as kbp  # noqa: E402
+from kiln.burnin import lock as kl  # noqa: E402
+from kiln.burnin import isolate as ki  # noqa: E402
+from kiln import verdict as kv  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures" / "nccl-tests"
 H100_TEXT = (FIX / "nccl-tests-2.13-h100-16rank-2node.txt").read_text()

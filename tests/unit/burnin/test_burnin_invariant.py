@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_baseline  # noqa: E402
-import kiln_burnin as kb  # noqa: E402
-import kiln_burnin_checks as kbc  # noqa: E402
-import kiln_verdict as kv  # noqa: E402
+from kiln.burnin import baseline as kiln_baseline  # noqa: E402
+from kiln.burnin import assemble as kb  # noqa: E402
+from kiln.burnin import checks as kbc  # noqa: E402
+from kiln import verdict as kv  # noqa: E402
 from kiln_loader import load_source  # noqa: E402
 
 TEXT = (REPO / "tests/fixtures/nccl-tests/nccl-tests-2.13-h100-16rank-2node.txt").read_text()

@@ -1,4 +1,4 @@
-"""module_utils/kiln_baseline.py: append-only history, baselines, known-good nodes."""
+"""module_utils/kiln/burnin/baseline.py: append-only history, baselines, known-good nodes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_baseline as kb  # noqa: E402
+from kiln.burnin import baseline as kb  # noqa: E402
 
 V1 = {"driver": "580.95.05", "nccl": "2.27.7"}
 V2 = {"driver": "580.173.02", "nccl": "2.27.7"}

@@ -1,4 +1,4 @@
-"""module_utils/kiln_burnin.py: assembly and reports (the per-node checks: test_kiln_burnin_checks.py)."""
+"""module_utils/kiln/burnin/assemble.py: assembly and reports (the per-node checks: test_kiln_burnin_checks.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_burnin as kb  # noqa: E402
-import kiln_report  # noqa: E402
+from kiln.burnin import assemble as kb  # noqa: E402
+from kiln.burnin import report as kiln_report  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures" / "nccl-tests"
 DCGM = REPO / "tests" / "fixtures" / "dcgm"

@@ -1,4 +1,4 @@
-"""module_utils/kiln_burnin_checks.py: passive checks from GPU facts and the kernel log, DCGM wiring."""
+"""module_utils/kiln/burnin/checks.py: passive checks from GPU facts and the kernel log, DCGM wiring."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_burnin_checks as kbc  # noqa: E402
+from kiln.burnin import checks as kbc  # noqa: E402
 
 
 def smi_facts(**gpu_overrides):

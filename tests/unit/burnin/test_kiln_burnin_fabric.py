@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-import kiln_baseline
-import kiln_burnin as kb
-import kiln_fabric
-import kiln_burnin_rdma as ff  # the RDMA pair filters (registry: filter_plugins/kiln_fabric_filters.py)
-import kiln_report
+from kiln.burnin import baseline as kiln_baseline
+from kiln.burnin import assemble as kb
+from kiln.facts import fabric as kiln_fabric
+from kiln.burnin import rdma as ff  # the RDMA pair filters (registry: filter_plugins/kiln_fabric_filters.py)
+from kiln.burnin import report as kiln_report
 from kiln_loader import load_source
 
 from kiln_paths import REPO
@@ -83,7 +83,7 @@ def test_counter_growth_between_runs_is_flagged_naming_the_counter(tmp_path: Pat
     records = kiln_baseline.load(str(state), "c1")
     assert records[-1]["fabric"]["counters"]["mlx5_1/1"]["symbol_error"] == 0
     assert len(records[-1]["fabric"]["ports"]) == 8
-    import kiln_burnin_pair_phase as pp
+    from kiln.burnin import pair_phase as pp
     history = pp.fabric_history(records)
     grown = facts(tmp_path / "later", "ndr8-storage", {"mlx5_1:symbol_error": 150})
     second = kb.assemble({"c1": node(grown, history)}, [], mode="quick", fabric_path=FABRIC_RULES)
@@ -164,7 +164,7 @@ def _with_bw(text: str, gbps: float) -> str:
 
 def test_rdma_fixture_keeps_the_gpu_fixture_devices(tmp_path: Path) -> None:
     """Regression: the RDMA tree once took PCI addresses of the H100 profile's GPUs (3 of 8 lost)."""
-    import kiln_hwfacts
+    from kiln.facts import hardware as kiln_hwfacts
     gpu_make = load_source("kiln_make_sysfs", REPO / "tests" / "fixtures" / "gpu-emulator" / "make-sysfs.py")
     profile = json.loads((REPO / "tests" / "fixtures" / "gpu-emulator" / "profiles" / "h100-sxm-8.json").read_text())
     gpu_make.build(profile, str(tmp_path))
@@ -176,8 +176,8 @@ def test_rdma_fixture_keeps_the_gpu_fixture_devices(tmp_path: Path) -> None:
 
 
 def test_a_damaged_rules_or_floors_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
-    import kiln_burnin_fabric_checks
-    import kiln_verdict
+    from kiln.burnin import fabric_checks as kiln_burnin_fabric_checks
+    from kiln import verdict as kiln_verdict
     bad = tmp_path / "rules.yml"
     bad.write_text("counters: [unclosed\n")
     with pytest.raises(kiln_burnin_fabric_checks.FabricError, match="rules.yml"):

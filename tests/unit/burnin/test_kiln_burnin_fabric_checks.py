@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kiln_burnin_fabric_checks as fc
-import kiln_burnin_fabric_pairs as fp
-import kiln_verdict
-from kiln_verdict import KilnConfigError
+from kiln.burnin import fabric_checks as fc
+from kiln.burnin import fabric_pairs as fp
+from kiln import verdict as kiln_verdict
+from kiln.verdict import KilnConfigError
 
 RULES = fc.load_fabric_thresholds()
 HOSTILE = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2 ** 70, max_value=2 ** 70),

@@ -1,5 +1,5 @@
-"""Burn-in II: module_utils/kiln_burnin_pair_phase.py (swap scope, pair phase, baselines) and the
-actions and history of module_utils/kiln_burnin.py."""
+"""Burn-in II: module_utils/kiln/burnin/pair_phase.py (swap scope, pair phase, baselines) and the
+actions and history of module_utils/kiln/burnin/assemble.py."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import pytest
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_baseline  # noqa: E402
-import kiln_burnin as kb  # noqa: E402
-import kiln_burnin_pair_phase as kbp  # noqa: E402
-import kiln_node_state as kns  # noqa: E402
-import kiln_sinfo as ksi  # noqa: E402
-import kiln_report  # noqa: E402
-import kiln_verdict  # noqa: E402
+from kiln.burnin import baseline as kiln_baseline  # noqa: E402
+from kiln.burnin import assemble as kb  # noqa: E402
+from kiln.burnin import pair_phase as kbp  # noqa: E402
+from kiln.slurm import node_state as kns  # noqa: E402
+from kiln.slurm import sinfo as ksi  # noqa: E402
+from kiln.burnin import report as kiln_report  # noqa: E402
+from kiln import verdict as kiln_verdict  # noqa: E402
 
 CPU = (REPO / "tests/fixtures/nccl-tests/derived-kiln-cpu-engine-3node-example.txt").read_text()
 NODES = ["c1", "c2", "c3", "c4"]

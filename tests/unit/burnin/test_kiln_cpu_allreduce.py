@@ -26,8 +26,8 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 MPI_PACKAGES = ["openmpi-bin", "python3-mpi4py", "python3-numpy"]
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_nccl  # noqa: E402
-import kiln_verdict  # noqa: E402
+from kiln.nccl import parse as kiln_nccl  # noqa: E402
+from kiln import verdict as kiln_verdict  # noqa: E402
 
 
 def load_engine():

@@ -1,4 +1,4 @@
-"""module_utils/kiln_dcgm_diag.py: dcgmi diag parsing. DCGM 3.x samples are written inline in the
+"""module_utils/kiln/health/dcgm_diag.py: dcgmi diag parsing. DCGM 3.x samples are written inline in the
 layout of DCGM's own Diag.cpp / NVVS JSON (the emulator speaks 4.x only); hostile and huge outputs are
 bounded and never pass."""
 

@@ -1,10 +1,11 @@
-"""module_utils/kiln_health.py: the health rules file (data/burnin_health.yml) and the import style
+"""module_utils/kiln/health/rules.py: the health rules file (data/burnin_health.yml) and the import style
 of the health modules (kiln_health, kiln_health_memory, kiln_health_dcgm, kiln_dcgm_diag)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -109,20 +110,18 @@ def test_importable_as_ansible_module_utils(tmp_path):
     pkg.mkdir(parents=True)
     (tmp_path / "ansible" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    names = tuple(sorted(p.stem for p in (REPO / "module_utils").glob("kiln_*.py")))
-    for name in names:
-        (pkg / f"{name}.py").write_text((REPO / "module_utils" / f"{name}.py").read_text())
+    shutil.copytree(REPO / "module_utils" / "kiln", pkg / "kiln")
     # load_health's default path is <module dir>/../data/burnin_health.yml
     (tmp_path / "ansible" / "data").mkdir()
     (tmp_path / "ansible" / "data" / "burnin_health.yml").write_text(
         (REPO / "data" / "burnin_health.yml").read_text())
-    code = ("from ansible.module_utils import kiln_health as kh, kiln_health_memory as khm, kiln_health_dcgm as khd; "
+    code = ("from ansible.module_utils.kiln.health import rules as kh, memory as khm, dcgm as khd; "
             "import sys; "
-            f"assert not [m for m in sys.modules if m in {names!r}], sorted(sys.modules); "
+            "assert not [m for m in sys.modules if m.split('.')[0] == 'kiln'], sorted(sys.modules); "
             "print(kh.kiln_verdict.__name__, khm.kiln_hwfacts.__name__, khd.parse_dcgm_diag.__module__, "
             "kh.load_health()['schema'])")
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     r = subprocess.run([PY, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["ansible.module_utils.kiln_verdict", "ansible.module_utils.kiln_hwfacts",
-                                "ansible.module_utils.kiln_dcgm_diag", kh.SCHEMA]
+    assert r.stdout.split() == ["ansible.module_utils.kiln.verdict", "ansible.module_utils.kiln.facts.hardware",
+                                "ansible.module_utils.kiln.health.dcgm_diag", kh.SCHEMA]

@@ -1,4 +1,4 @@
-"""module_utils/kiln_health_dcgm.py: the dcgm.diag.r<level> verdict, on the dcgmi emulator
+"""module_utils/kiln/health/dcgm.py: the dcgm.diag.r<level> verdict, on the dcgmi emulator
 (tests/fixtures/emulators) and on hostile documents (hypothesis): nothing raises, PASS only comes
 from tests that were really fine."""
 

@@ -1,4 +1,4 @@
-"""module_utils/kiln_health_memory.py: GPU memory checks (ECC, row remapping, page retirement).
+"""module_utils/kiln/health/memory.py: GPU memory checks (ECC, row remapping, page retirement).
 
 Normal cases come from recorded nvidia-smi XML (tests/fixtures/nvidia-smi) and the nvidia-smi
 emulator (tests/fixtures/gpu-emulator). Property tests (hypothesis) feed hostile facts and check that

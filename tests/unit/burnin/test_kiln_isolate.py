@@ -1,4 +1,4 @@
-"""module_utils/kiln_isolate.py: pairing, references, blame -- and the scale simulation."""
+"""module_utils/kiln/burnin/isolate.py: pairing, references, blame -- and the scale simulation."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_isolate as ki  # noqa: E402
+from kiln.burnin import isolate as ki  # noqa: E402
 
 NODES = [f"n{i}" for i in range(1, 9)]
 

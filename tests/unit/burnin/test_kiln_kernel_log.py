@@ -1,12 +1,12 @@
-"""module_utils/kiln_kernel_log.py and the xid.kernel_log check: the window, the source, and an unreadable log."""
+"""module_utils/kiln/health/kernel_log.py and the xid.kernel_log check: the window, the source, and an unreadable log."""
 
 from __future__ import annotations
 
 import pytest
 
-import kiln_burnin as kb
-import kiln_burnin_checks as kbc
-import kiln_kernel_log as kkl
+from kiln.burnin import assemble as kb
+from kiln.burnin import checks as kbc
+from kiln.health import kernel_log as kkl
 
 NOW = 1767229200.0  # 2026-01-01T01:00:00Z
 SINCE = 1767225600  # 2026-01-01T00:00:00Z

@@ -1,4 +1,4 @@
-"""module_utils/kiln_launch.py and its filter kiln_launch_argv: the burn-in's srun/mpirun argv.
+"""module_utils/kiln/burnin/launch.py and its filter kiln_launch_argv: the burn-in's srun/mpirun argv.
 
 The golden argvs are the ones playbooks/burnin.yml built with inline Jinja before the function
 existed (its __launch_srun / __launch_mpirun expressions), byte for byte.
@@ -12,7 +12,7 @@ from ansible.errors import AnsibleFilterError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import kiln_launch as kl
+from kiln.burnin import launch as kl
 import kiln_launch_filters as klf
 
 SLURM = {"c1": "node-c1", "c2": "node-c2", "c3": "node-c3", "c4": "node-c4"}

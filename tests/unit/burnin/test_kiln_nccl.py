@@ -1,4 +1,4 @@
-"""Parser for nccl-tests text / -J JSON output and kiln's CPU engine: the API of module_utils/kiln_nccl.py
+"""Parser for nccl-tests text / -J JSON output and kiln's CPU engine: the API of module_utils/kiln/nccl/parse.py
 on recorded outputs and hostile text (JSON: test_kiln_nccl_json.py; runs and limits: test_kiln_nccl_text.py;
 columns and rows: test_kiln_nccl_layout.py; the result record: test_kiln_nccl_result.py)."""
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_nccl  # noqa: E402
+from kiln.nccl import parse as kiln_nccl  # noqa: E402
 from kiln_nccl_cases import FIXTURES, GOOD, assert_fail_closed, good_text, load, row_lines  # noqa: E402
 
 # name, status, layout, rows, nranks, hosts, nccl-tests version, NCCL version, OOB (count, ok), last busbw (oop, ip)

@@ -1,4 +1,4 @@
-"""module_utils/kiln_nccl_json.py: nccl-tests -J documents, recorded and hostile (hypothesis)."""
+"""module_utils/kiln/nccl/json_doc.py: nccl-tests -J documents, recorded and hostile (hypothesis)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_nccl  # noqa: E402
+from kiln.nccl import parse as kiln_nccl  # noqa: E402
 from kiln_nccl_cases import FIXTURES, assert_fail_closed, good_text, load, set_limit  # noqa: E402
 
 JSON_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)

@@ -1,4 +1,4 @@
-"""module_utils/kiln_nccl_layout.py: table layouts (header or inferred), optional columns, rows that do not fit."""
+"""module_utils/kiln/nccl/layout.py: table layouts (header or inferred), optional columns, rows that do not fit."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_nccl  # noqa: E402
+from kiln.nccl import parse as kiln_nccl  # noqa: E402
 from kiln_nccl_cases import FIXTURES, assert_fail_closed, good_text, load, set_limit  # noqa: E402
 
 HEADER_219 = (
@@ -67,7 +67,7 @@ def test_mid_table_row_that_does_not_fit_is_invalid() -> None:
 
 
 # --------------------------------------------------------------------------- the functions themselves
-import kiln_nccl_layout as klay  # noqa: E402
+from kiln.nccl import layout as klay  # noqa: E402
 
 MODERN = "size count type redop root time algbw busbw #wrong time algbw busbw #wrong".split()
 MODERN_ROW = "1024 256 float sum -1 10.5 0.10 0.18 0 10.2 0.10 0.18 0".split()

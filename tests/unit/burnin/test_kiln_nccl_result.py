@@ -1,4 +1,4 @@
-"""module_utils/kiln_nccl_result.py: NCCL version codes, the result record, number checks and the verdict."""
+"""module_utils/kiln/nccl/result.py: NCCL version codes, the result record, number checks and the verdict."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_nccl  # noqa: E402
+from kiln.nccl import parse as kiln_nccl  # noqa: E402
 from kiln_nccl_cases import FIXTURES, assert_fail_closed, good_text, load, set_limit  # noqa: E402
 
 
@@ -22,7 +22,7 @@ def test_nccl_version_from_code(code, version) -> None:
 
 
 # --------------------------------------------------------------------------- the functions themselves
-import kiln_nccl_result as kres  # noqa: E402
+from kiln.nccl import result as kres  # noqa: E402
 
 
 def test_kiln_nccl_re_exports_the_shared_names() -> None:

@@ -1,4 +1,4 @@
-"""module_utils/kiln_nccl_text.py: runs in one output, soak cycles, the footer, input limits."""
+"""module_utils/kiln/nccl/text.py: runs in one output, soak cycles, the footer, input limits."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_nccl  # noqa: E402
+from kiln.nccl import parse as kiln_nccl  # noqa: E402
 from kiln_nccl_cases import FIXTURES, assert_fail_closed, good_text, load, row_lines, set_limit  # noqa: E402
 
 
@@ -73,7 +73,7 @@ def test_garbage_problems_are_capped() -> None:
 
 
 # --------------------------------------------------------------------------- the functions themselves
-import kiln_nccl_text as ktxt  # noqa: E402
+from kiln.nccl import text as ktxt  # noqa: E402
 
 
 def test_kiln_nccl_dispatches_to_the_text_parser() -> None:

@@ -1,4 +1,4 @@
-"""Report writers: summary.json, summary.md, JUnit, Prometheus textfile, SVG (module_utils/kiln_report.py)."""
+"""Report writers: summary.json, summary.md, JUnit, Prometheus textfile, SVG (module_utils/kiln/burnin/report.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_nccl  # noqa: E402
-import kiln_report as kr  # noqa: E402
-import kiln_verdict as kv  # noqa: E402
+from kiln.nccl import parse as kiln_nccl  # noqa: E402
+from kiln.burnin import report as kr  # noqa: E402
+from kiln import verdict as kv  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "nccl-tests"
 SCHEMA_FILE = REPO / "data" / "burnin_summary.schema.json"
@@ -179,7 +179,7 @@ def test_write_reports_refuses_invalid(tmp_path: Path) -> None:
 
 def test_the_schema_allows_every_pair_status_the_pair_judge_gives() -> None:
     """A MARGINAL pair (between half the band and the band) once failed a real run's schema check."""
-    import kiln_isolate
+    from kiln.burnin import isolate as kiln_isolate
     schema = json.loads(SCHEMA_FILE.read_text())
     pair_status = schema["properties"]["pairs"]["properties"]["results"]["items"]["properties"]["status"]
     statuses = {getattr(kiln_isolate, name) for name in dir(kiln_isolate) if name.startswith("PAIR_")

@@ -1,4 +1,4 @@
-"""Verdict rules, floors and aggregation (module_utils/kiln_verdict.py)."""
+"""Verdict rules, floors and aggregation (module_utils/kiln/verdict.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import yaml
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_nccl  # noqa: E402
-import kiln_verdict as kv  # noqa: E402
+from kiln.nccl import parse as kiln_nccl  # noqa: E402
+from kiln import verdict as kv  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "nccl-tests"
 

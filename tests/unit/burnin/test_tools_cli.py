@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_report as kr  # noqa: E402
-import kiln_verdict as kv  # noqa: E402
+from kiln.burnin import report as kr  # noqa: E402
+from kiln import verdict as kv  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "nccl-tests"
 PARSE = REPO / "tools" / "kiln-nccl-parse"

@@ -145,7 +145,7 @@ def test_rendering_errors_are_clear(stack: dict[str, Any], component: str, match
 
 
 def test_a_bare_name_is_installed_at_the_candidate_and_then_kept() -> None:
-    from kiln_pkgdb import kiln_pkg_plan_filter as kiln_pkg_plan
+    from kiln.packages.pkgdb import kiln_pkg_plan_filter as kiln_pkg_plan
 
     new = kiln_pkg_plan(["prometheus-node-exporter"], {}, "apt")
     assert new["installs"] == ["prometheus-node-exporter"] and new["changes"][0]["to"] == "(repository candidate)"

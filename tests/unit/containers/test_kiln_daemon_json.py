@@ -1,4 +1,4 @@
-"""module_utils/kiln_daemon_json.py: daemon.json merged so that the operator wins (issue 31, defect 8).
+"""module_utils/kiln/packages/daemon_json.py: daemon.json merged so that the operator wins (issue 31, defect 8).
 
 The file's keys stay unless the inventory sets them (data-root, registry-mirrors, exec-opts were
 overwritten by kiln's role defaults before); kiln's defaults only fill what the file lacks; the keys
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kiln_daemon_json import DaemonJsonError, canonical, merge, merge_options, parse, read, render, resolve, summary
+from kiln.packages.daemon_json import DaemonJsonError, canonical, merge, merge_options, parse, read, render, resolve, summary
 
 # What the role passes when the inventory sets none of its daemon.json variables.
 DEFAULTS = {

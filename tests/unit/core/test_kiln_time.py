@@ -1,4 +1,4 @@
-"""module_utils/kiln_time.py: UTC epochs and stamps whatever the machine's zone; run ids unique per invocation."""
+"""module_utils/kiln/clock.py: UTC epochs and stamps whatever the machine's zone; run ids unique per invocation."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-import kiln_time as kt
-from kiln_time import kiln_run_id, kiln_utc_epoch
+from kiln import clock as kt
+from kiln.clock import kiln_run_id, kiln_utc_epoch
 
 UTC = datetime.timezone.utc
 NEW_YEAR = 1767225600  # 2026-01-01T00:00:00Z
@@ -36,10 +36,10 @@ def test_what_has_no_zone_or_is_no_time_is_refused(bad: object) -> None:
 
 @pytest.mark.parametrize("zone", ["America/New_York", "Asia/Kolkata", "UTC"])
 def test_the_epoch_of_now_utc_is_the_true_epoch_in_every_zone(zone: str) -> None:
-    code = ("import datetime, time, kiln_time\n"
+    code = ("import datetime, time\nfrom kiln import clock as kiln_time\n"
             "naive = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # ansible's now(utc=true)\n"
             "print(kiln_time.epoch(naive) - int(time.time()), int(naive.timestamp()) - int(time.time()))\n")
-    env = dict(os.environ, TZ=zone, PYTHONPATH=os.path.dirname(kt.__file__))
+    env = dict(os.environ, TZ=zone, PYTHONPATH=os.path.dirname(os.path.dirname(kt.__file__)))
     ours, pythons = (int(x) for x in subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                                                      text=True, check=True, timeout=60).stdout.split())
     assert abs(ours) <= 1

@@ -26,7 +26,7 @@ import yaml
 
 from kiln_playbook import ANSIBLE_PLAYBOOK, REPO, load_playbook, run_playbook
 
-import kiln_burnin as kb  # noqa: E402
+from kiln.burnin import assemble as kb  # noqa: E402
 
 pytestmark = pytest.mark.skipif(ANSIBLE_PLAYBOOK is None, reason="ansible-playbook not installed")
 

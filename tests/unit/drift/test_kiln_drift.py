@@ -1,4 +1,4 @@
-"""As-built records, the drift gate and the burn-in's mixed-version refusal (module_utils/kiln_drift.py)."""
+"""As-built records, the drift gate and the burn-in's mixed-version refusal (module_utils/kiln/packages/drift.py)."""
 from __future__ import annotations
 
 import json
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kiln_paths import REPO
-import kiln_burnin as kb  # noqa: E402
-import kiln_drift as kd  # noqa: E402
-import kiln_pkgdb  # noqa: E402
+from kiln.burnin import assemble as kb  # noqa: E402
+from kiln.packages import drift as kd  # noqa: E402
+from kiln.packages import pkgdb as kiln_pkgdb  # noqa: E402
 
 OLD, NEW = "580.95.05-1", "580.173.02-1"
 FIX = REPO / "tests" / "fixtures" / "nccl-tests"
@@ -268,7 +268,7 @@ def test_pins_record_round_trip_and_refusals():
 def test_filters_refuse_what_is_not_their_input():
     from ansible.errors import AnsibleFilterError
 
-    import kiln_drift as kf  # the drift filters (registry: filter_plugins/kiln_drift_filters.py)
+    from kiln.packages import drift as kf  # the drift filters (registry: filter_plugins/kiln_drift_filters.py)
 
     with pytest.raises(AnsibleFilterError, match="c1.*pkg_mgr apt or dnf"):
         kf.kiln_as_built({"packages": {}, "held": [], "pins": {}}, "c1")
@@ -429,7 +429,7 @@ def test_report_is_never_clean_while_an_expected_owner_has_no_pins(dropped):
 def test_drift_filters_pass_the_expectations_and_refuse_bad_input_in_one_line():
     from ansible.errors import AnsibleFilterError
 
-    import kiln_drift as kf  # the drift filters (registry: filter_plugins/kiln_drift_filters.py)
+    from kiln.packages import drift as kf  # the drift filters (registry: filter_plugins/kiln_drift_filters.py)
 
     assert kf.kiln_drift_expected_pins(OWNERS, ["slurm_controller"], {"munge": [], "slurmctld": []}) == [
         "munge", "slurm-controller"]

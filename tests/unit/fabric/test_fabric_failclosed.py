@@ -17,14 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kiln_baseline
-import kiln_burnin as kb
-import kiln_burnin_pair_phase as pp
-import kiln_fabric
-import kiln_burnin_fabric_checks as fc
-import kiln_burnin_rdma as ff  # the RDMA pair filters (registry: filter_plugins/kiln_fabric_filters.py)
-import kiln_netdev
-import kiln_burnin_fabric_pairs as fp
+from kiln.burnin import baseline as kiln_baseline
+from kiln.burnin import assemble as kb
+from kiln.burnin import pair_phase as pp
+from kiln.facts import fabric as kiln_fabric
+from kiln.burnin import fabric_checks as fc
+from kiln.burnin import rdma as ff  # the RDMA pair filters (registry: filter_plugins/kiln_fabric_filters.py)
+from kiln.facts import netdev as kiln_netdev
+from kiln.burnin import fabric_pairs as fp
 from kiln_loader import load_source
 from kiln_playbook import ANSIBLE_PLAYBOOK, run_playbook
 

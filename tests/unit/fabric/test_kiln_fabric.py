@@ -1,4 +1,4 @@
-"""Tests for module_utils/kiln_fabric.py: parsers on recorded real outputs, the sysfs core, merge, hostile input."""
+"""Tests for module_utils/kiln/facts/fabric.py: parsers on recorded real outputs, the sysfs core, merge, hostile input."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import kiln_fabric as kf
-import kiln_fabric_text as kt
+from kiln.facts import fabric as kf
+from kiln.facts import fabric_text as kt
 
 from kiln_paths import REPO
 RECORDED = REPO / "tests" / "fixtures" / "rdma" / "recorded"

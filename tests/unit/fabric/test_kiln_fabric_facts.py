@@ -7,15 +7,14 @@ import sys
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
-from kiln_loader import load_source
+from kiln_loader import load_source, ship_module_utils
 
 from kiln_paths import REPO
 RDMA = REPO / "tests" / "fixtures" / "rdma"
 EMULATORS = RDMA / "emulators"
 
-# The module imports `ansible.module_utils.kiln_fabric`; register the repo's file under that name first.
-load_source("ansible.module_utils.kiln_fabric", REPO / "module_utils" / "kiln_fabric.py")
-load_source("ansible.module_utils.kiln_fabric_text", REPO / "module_utils" / "kiln_fabric_text.py")
+# The module imports `ansible.module_utils.kiln.facts.fabric`: serve module_utils/kiln under that name first.
+ship_module_utils()
 facts_module = load_source("kiln_fabric_facts", REPO / "library" / "kiln_fabric_facts.py")
 make = load_source("kiln_make_rdma_sysfs", RDMA / "make-rdma-sysfs.py")
 

@@ -17,6 +17,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
+from kiln_loader import ship_module_utils
 from kiln_paths import REPO
 EMULATOR_DIR = REPO / "tests" / "fixtures" / "gpu-emulator"
 H100_PROFILE = EMULATOR_DIR / "profiles" / "h100-sxm-8.json"
@@ -35,8 +36,8 @@ def _load(name: str, path: Path) -> ModuleType:
     return module
 
 
-# The module imports `ansible.module_utils.kiln_hwfacts`; register the repo's file under that name first.
-_load("ansible.module_utils.kiln_hwfacts", REPO / "module_utils" / "kiln_hwfacts.py")
+# The module imports `ansible.module_utils.kiln.facts.hardware`: serve module_utils/kiln under that name first.
+ship_module_utils()
 facts_module = _load("kiln_gpu_facts", REPO / "library" / "kiln_gpu_facts.py")
 emulator = _load("kiln_nvidia_smi_emulator", EMULATOR_DIR / "nvidia-smi")
 make_sysfs = _load("kiln_make_sysfs", EMULATOR_DIR / "make-sysfs.py")

@@ -1,4 +1,4 @@
-"""Tests for module_utils/kiln_hwfacts.py and the GPU emulator fixtures (no GPU needed)."""
+"""Tests for module_utils/kiln/facts/hardware.py and the GPU emulator fixtures (no GPU needed)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from kiln.facts import hardware
 from kiln_loader import load_source
 
 import pytest
@@ -19,8 +20,7 @@ PROFILES = sorted((EMULATOR_DIR / "profiles").glob("*.json"))
 _load = load_source
 
 
-# Registered as ansible.module_utils.kiln_hwfacts so the module's real import line works too.
-kg = _load("ansible.module_utils.kiln_hwfacts", REPO / "module_utils" / "kiln_hwfacts.py")
+kg = hardware
 emulator = _load("kiln_nvidia_smi_emulator", EMULATOR_DIR / "nvidia-smi")
 make_sysfs = _load("kiln_make_sysfs", EMULATOR_DIR / "make-sysfs.py")
 

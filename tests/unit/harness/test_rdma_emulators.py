@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from kiln_loader import load_source
 
-import kiln_fabric as kf
-import kiln_fabric_text as kt
+from kiln.facts import fabric as kf
+from kiln.facts import fabric_text as kt
 
 from kiln_paths import REPO
 RDMA = REPO / "tests" / "fixtures" / "rdma"

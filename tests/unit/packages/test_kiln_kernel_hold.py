@@ -1,4 +1,4 @@
-"""The kernel hold (module_utils/kiln_kernel_hold.py kernel_hold_names): the running kernel's packages and the
+"""The kernel hold (module_utils/kiln/packages/kernel_hold.py kernel_hold_names): the running kernel's packages and the
 meta-packages of every installed kernel flavour, found in the package database -- issue 31 #11a.
 
 The fixtures (tests/fixtures/kernel-hold/) are trimmed dpkg status files of hosts with different kernel
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-import kiln_kernel_hold as kp
+from kiln.packages import kernel_hold as kp
 from kiln_kernel_cases import FIX, dpkg_read
 
 from kiln_paths import REPO

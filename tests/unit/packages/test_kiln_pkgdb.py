@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiln_kernel_cases import dpkg_database, dpkg_read
-from kiln_pkgdb import VERSIONLOCK_MARKER
-from kiln_pkgdb import kiln_pkg_plan_filter as kiln_pkg_plan
-from kiln_pkgdb import kiln_pkgdb_parse_filter as kiln_pkgdb_parse
+from kiln.packages.pkgdb import VERSIONLOCK_MARKER
+from kiln.packages.pkgdb import kiln_pkg_plan_filter as kiln_pkg_plan
+from kiln.packages.pkgdb import kiln_pkgdb_parse_filter as kiln_pkgdb_parse
 from kiln_playbook import ANSIBLE_PLAYBOOK, REPO, run_playbook
 
 ROLE = REPO / "roles" / "packages"
@@ -630,7 +630,7 @@ def test_a_policy_rc_d_left_by_an_interrupted_run_is_cleared(tmp_path: Path, fak
 # pinned_play: the pins of a play's roles in one read, one transaction, one verify
 
 def _core() -> Any:
-    import kiln_pkgdb  # noqa: PLC0415 - module_utils/kiln_pkgdb.py
+    from kiln.packages import pkgdb as kiln_pkgdb  # noqa: PLC0415 - module_utils/kiln/packages/pkgdb.py
     return kiln_pkgdb
 
 

@@ -1,4 +1,4 @@
-"""Package planning filters (module_utils/kiln_pkgdb.py, registry filter_plugins/kiln_package_filters.py) used by the packages role's pinned_install."""
+"""Package planning filters (module_utils/kiln/packages/pkgdb.py, registry filter_plugins/kiln_package_filters.py) used by the packages role's pinned_install."""
 from __future__ import annotations
 
 import pytest
@@ -6,13 +6,13 @@ from ansible.errors import AnsibleFilterError
 
 import kiln_package_filters
 from kiln_package_filters import FilterModule
-from kiln_pkgdb import (
+from kiln.packages.pkgdb import (
     kiln_format_change,
     kiln_kernel_key,
     kiln_kernels_to_check,
 )
-from kiln_pkgdb import kiln_pkg_plan_filter as kiln_pkg_plan
-from kiln_pkgdb import kiln_pkg_split_filter as kiln_pkg_split
+from kiln.packages.pkgdb import kiln_pkg_plan_filter as kiln_pkg_plan
+from kiln.packages.pkgdb import kiln_pkg_split_filter as kiln_pkg_split
 
 # package_facts output as recorded on a Debian 12 node of the gpu scenario
 APT_FACTS = {

@@ -1,4 +1,4 @@
-"""Repository key pinning (module_utils/kiln_repo_key.py, registry filter_plugins/kiln_repo_key_filters.py, roles/nvidia_repos/tasks/key.yml).
+"""Repository key pinning (module_utils/kiln/packages/repo_key.py, registry filter_plugins/kiln_repo_key_filters.py, roles/nvidia_repos/tasks/key.yml).
 
 The rule: a downloaded key file is trusted only when it holds exactly one
 primary key (one ``pub`` record) and that key's full fingerprint is the pin.
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import kiln_repo_key as krk
+from kiln.packages import repo_key as krk
 import kiln_repo_key_filters
 from kiln_compat_engine.repos import kiln_repo
 from ansible.errors import AnsibleFilterError

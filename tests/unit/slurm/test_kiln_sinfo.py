@@ -1,4 +1,4 @@
-"""module_utils/kiln_sinfo.py: the one sinfo row parser and the Slurm node states kiln knows."""
+"""module_utils/kiln/slurm/sinfo.py: the one sinfo row parser and the Slurm node states kiln knows."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import kiln_sinfo as ksi
+from kiln.slurm import sinfo as ksi
 
 
 def test_rows_parse_with_reasons_first_row_wins_garbage_skipped():

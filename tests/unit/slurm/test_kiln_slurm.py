@@ -1,11 +1,11 @@
-"""Unit tests for module_utils/kiln_slurm_nodes.py and its registry filter_plugins/kiln_slurm_filters.py (no Ansible run)."""
+"""Unit tests for module_utils/kiln/slurm/nodes.py and its registry filter_plugins/kiln_slurm_filters.py (no Ansible run)."""
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
 import kiln_slurm_filters
-import kiln_slurm_nodes as ks
+from kiln.slurm import nodes as ks
 
 FACTS = {
     "hostname": "gpu01", "processor_count": 2, "processor_cores": 32, "processor_threads_per_core": 2,
@@ -105,8 +105,8 @@ def test_plan_rejects_state():
 
 def test_plan_uses_the_shared_sinfo_parser():
     """kiln_sinfo is the one parser: the filter plans through kiln_node_state, which parses with it."""
-    import kiln_node_state
-    import kiln_sinfo
+    from kiln.slurm import node_state as kiln_node_state
+    from kiln.slurm import sinfo as kiln_sinfo
 
     assert ks.kiln_node_state is kiln_node_state and kiln_node_state.parse_sinfo is kiln_sinfo.parse_sinfo
 

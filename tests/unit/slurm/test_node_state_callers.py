@@ -16,15 +16,15 @@ from typing import Dict, List, Tuple
 import pytest
 import yaml
 
-from kiln_loader import load_source
+from kiln_loader import load_source, ship_module_utils
 from kiln_playbook import ANSIBLE_PLAYBOOK, REPO, run_playbook
 
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_burnin as kb  # noqa: E402
-import kiln_node_state as kns  # noqa: E402
-import kiln_sinfo  # noqa: E402
-import kiln_upgrade as ku  # noqa: E402
+from kiln.burnin import assemble as kb  # noqa: E402
+from kiln.slurm import node_state as kns  # noqa: E402
+from kiln.slurm import sinfo as kiln_sinfo  # noqa: E402
+from kiln.upgrade import rollout as ku  # noqa: E402
 
 PERSON = "RMA-123 bad PSU"
 
@@ -71,8 +71,7 @@ def test_backend_none_never_reads_holds():
 # -- the burn-in lock's restore (library/kiln_burnin_lock.py Slurm.redrain) ------------------------
 
 def _lock_library() -> ModuleType:
-    for name in ("kiln_sinfo", "kiln_node_state", "kiln_burnin_lock"):
-        load_source(f"ansible.module_utils.{name}", REPO / "module_utils" / f"{name}.py")
+    ship_module_utils()
     return load_source("kiln_burnin_lock_library", REPO / "library" / "kiln_burnin_lock.py")
 
 

@@ -1,4 +1,4 @@
-"""Issue 31, "Nobody's drain but kiln's is ever changed": module_utils/kiln_node_state.py under interleavings.
+"""Issue 31, "Nobody's drain but kiln's is ever changed": module_utils/kiln/slurm/node_state.py under interleavings.
 
 A small Slurm is modelled (nodes with a state and a reason; ``scontrol update State=DRAIN/RESUME``
 as slurmctld applies it). People drain, down and resume nodes, jobs start and end, slurmd stops
@@ -23,8 +23,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
-import kiln_node_state as kns  # noqa: E402
-import kiln_sinfo  # noqa: E402
+from kiln.slurm import node_state as kns  # noqa: E402
+from kiln.slurm import sinfo as kiln_sinfo  # noqa: E402
 
 NODES = ("gpu01", "gpu02", "gpu03")
 PERSON_REASONS = ("RMA-123 bad PSU", "fan swap", "UPGRADES by hand", "BURNIN without a colon", "UPGRADE later",

@@ -132,7 +132,7 @@ def test_a_registry_with_logic_is_refused() -> None:
     thin = (FILTER_DIR / "kiln_time_filters.py").read_text(encoding="utf-8")
     assert not registry_problems(thin)
     assert registry_problems(thin + "\n\ndef kiln_x(value):\n    return value\n")
-    assert registry_problems(thin.replace("import kiln_time  # noqa: E402", "import kiln_time  # noqa: E402\nX = 1"))
+    assert registry_problems(thin.replace("import clock as kiln_time  # noqa: E402", "import clock as kiln_time  # noqa: E402\nX = 1"))
     assert registry_problems(thin.replace('"kiln_run_id": kiln_time.kiln_run_id',
                                           '"kiln_run_id": wrap(kiln_time.kiln_run_id)'))
     assert registry_problems(thin.replace(MECHANISM, 'sys.path.insert(0, "module_utils")'))

@@ -14,17 +14,17 @@ SETTINGS = kiln_knobs.SETTINGS_ROLES
 # module_utils parameters with a default that a knob still feeds (issue 32 item 2: left for the
 # typed-records rework of assemble/pair_start, whose many test callers pass only what they test).
 KNOWN_FUNCTION_DEFAULTS = {
-    "module_utils/kiln_burnin.py:assemble(allow_mixed=)",
-    "module_utils/kiln_burnin.py:assemble(baseline_band=)",
-    "module_utils/kiln_burnin.py:assemble(fabric_path=)",
-    "module_utils/kiln_burnin.py:assemble(overrides=)",
-    "module_utils/kiln_burnin.py:assemble(mode=)",
-    "module_utils/kiln_burnin_pair_phase.py:pair_start(window=)",
-    "module_utils/kiln_burnin_pair_phase.py:pair_start(override_operator_drain=)",
-    "module_utils/kiln_burnin_pair_phase.py:pair_scope(partners=)",
-    "module_utils/kiln_burnin_lock.py:judge(break_lock=)",
-    "module_utils/kiln_verdict.py:load_floors(path=)",
-    "module_utils/kiln_health.py:load_health(path=)",
+    "module_utils/kiln/burnin/assemble.py:assemble(allow_mixed=)",
+    "module_utils/kiln/burnin/assemble.py:assemble(baseline_band=)",
+    "module_utils/kiln/burnin/assemble.py:assemble(fabric_path=)",
+    "module_utils/kiln/burnin/assemble.py:assemble(overrides=)",
+    "module_utils/kiln/burnin/assemble.py:assemble(mode=)",
+    "module_utils/kiln/burnin/pair_phase.py:pair_start(window=)",
+    "module_utils/kiln/burnin/pair_phase.py:pair_start(override_operator_drain=)",
+    "module_utils/kiln/burnin/pair_phase.py:pair_scope(partners=)",
+    "module_utils/kiln/burnin/lock.py:judge(break_lock=)",
+    "module_utils/kiln/verdict.py:load_floors(path=)",
+    "module_utils/kiln/health/rules.py:load_health(path=)",
 }
 
 

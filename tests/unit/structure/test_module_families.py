@@ -1,73 +1,72 @@
 """module_utils families never import upward.
 
-The flat ``module_utils/kiln_*`` files form families, from the bottom up: the nccl-tests parsers and
-the hardware-facts readers (rank 1); the GPU-health rules, the fabric counter rules, the Slurm state
-rule and the drift gate's as-built comparisons (rank 2); the burn-in's judges (3); the rolling upgrade
-(4). A family may import its own members and the families of a lower rank, never a sibling or one
-above: a parser that imports a judge, or the Slurm rule that imports the burn-in, is the tangle this
-rule keeps out (the burn-in's fabric judges are ``kiln_burnin_fabric_*`` for this reason, and the
-upgrade no longer imports the burn-in's pair phase for a Slurm-reason helper).
+``module_utils/kiln/`` holds one package per family; from the bottom up: the nccl-tests parsers, the
+hardware-facts readers and the pinned-install path (rank 1); the GPU-health rules, the fabric counter
+rules and the Slurm state rule (rank 2); the burn-in (3); the rolling upgrade (4). A family may import
+its own members and the families of a lower rank, never a sibling or one above: a parser that imports
+a judge, or the Slurm rule that imports the burn-in, is the tangle this rule keeps out (the upgrade
+imports none of the burn-in: it runs it as a tool and reads its summary).
 
-A module no family names is a shared base (errors, time, verdict vocabulary, ...): any family may import
-it, and it may import only other bases and the families listed for it in BASE_MAY_IMPORT.
+A module directly in ``kiln/`` is a shared base (errors, clock, data files, the verdict vocabulary): any
+family may import it, and it may import only other bases and the families listed for it in
+BASE_MAY_IMPORT. Each package's ``__init__`` docstring lists its modules in dependency order.
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 import pytest
 
 from kiln_paths import REPO
 
-MODULE_UTILS = REPO / "module_utils"
+KILN = REPO / "module_utils" / "kiln"
 
-#: family -> (rank, pattern of its members); a family may import families of a lower or equal rank.
-FAMILIES: dict[str, tuple[int, re.Pattern[str]]] = {
-    "nccl": (1, re.compile(r"kiln_nccl(_\w+)?$")),
-    "facts": (1, re.compile(r"kiln_(hwfacts|fabric|fabric_text|netdev)$")),
-    "health": (2, re.compile(r"kiln_(health(_\w+)?|dcgm_diag)$")),
-    "fabric": (2, re.compile(r"kiln_fabric_(base|counters)$")),
-    "slurm": (2, re.compile(r"kiln_(sinfo|node_state|slurm_nodes)$")),
-    "burnin": (3, re.compile(r"kiln_(burnin(_\w+)?|baseline|isolate|report)$")),
-    "upgrade": (4, re.compile(r"kiln_upgrade$")),
-    # the as-built comparisons: the burn-in reads them (mixed versions across a fabric check)
-    "drift": (2, re.compile(r"kiln_drift$")),
+#: family -> rank; a family may import families of a lower rank (and its own members).
+FAMILIES: dict[str, int] = {
+    "nccl": 1, "facts": 1, "packages": 1,
+    "health": 2, "fabric": 2, "slurm": 2,
+    "burnin": 3,
+    "upgrade": 4,
 }
-#: The shared bases and what each may import beyond other bases (kiln_verdict holds the verdict
-#: vocabulary and reads nccl-tests results).
-BASE_MAY_IMPORT = {"kiln_verdict": {"nccl"}}
+#: The shared bases and what each may import beyond other bases (verdict holds the verdict vocabulary
+#: and reads nccl-tests results).
+BASE_MAY_IMPORT = {"kiln.verdict": {"nccl"}}
+
+
+def dotted(path: Path) -> str:
+    return ".".join(path.relative_to(KILN.parent).with_suffix("").parts).removesuffix(".__init__")
 
 
 def family(name: str) -> str | None:
-    for fam, (_, pattern) in FAMILIES.items():
-        if pattern.match(name):
-            return fam
-    return None
+    """The family of module *name* (``kiln.burnin.checks`` -> burnin); None for a base (``kiln.verdict``)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in FAMILIES) else None
 
 
 def kiln_imports(path: Path) -> set[str]:
-    """The kiln_* modules a file imports (both spellings: ansible.module_utils.X and the top-level X)."""
+    """The kiln modules (dotted, absolute) a file of the package imports; relative imports resolved."""
+    here = dotted(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            names = [f"{mod}.{a.name}" if mod == "ansible.module_utils" else mod for a in node.names]
-        else:
-            continue
-        for name in names:
-            last = name.split(".")[-1] if name.startswith("ansible.module_utils.") else name.split(".")[0]
-            if last.startswith("kiln_"):
-                found.add(last)
-    found.discard(path.stem)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.split(".")
+            base = base[:len(base) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+            where = KILN.parent.joinpath(*target.split("."))
+            for alias in node.names:  # `from ..nccl import parse` imports the module kiln.nccl.parse
+                found.add(f"{target}.{alias.name}" if (where / f"{alias.name}.py").is_file() else target)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found |= {n.removeprefix("ansible.module_utils.") for n in names
+                      if n.removeprefix("ansible.module_utils.").split(".")[0] == "kiln"}
+    found.discard(here)
     return found
 
 
-MODULES = sorted(p for p in MODULE_UTILS.glob("kiln_*.py"))
+MODULES = sorted(p for p in KILN.rglob("*.py"))
 
 
 def upward(name: str, imports: set[str]) -> list[str]:
@@ -76,44 +75,49 @@ def upward(name: str, imports: set[str]) -> list[str]:
     mine = family(name)
     for dep in sorted(imports):
         theirs = family(dep)
-        if theirs is None:
-            continue  # a base: anyone may import it
+        if theirs is None or theirs == mine:
+            continue  # a base (anyone may import it), or the module's own family
         if mine is None:
             if theirs not in BASE_MAY_IMPORT.get(name, set()):
                 bad.append(f"{name} (a base) imports {dep} (family {theirs})")
-        elif FAMILIES[theirs][0] > FAMILIES[mine][0] or (FAMILIES[theirs][0] == FAMILIES[mine][0] and theirs != mine):
+        elif FAMILIES[theirs] >= FAMILIES[mine]:
             bad.append(f"{name} (family {mine}) imports {dep} (family {theirs}, not below it)")
     return bad
 
 
-def test_every_family_has_members() -> None:
-    names = [p.stem for p in MODULES]
-    for fam in FAMILIES:
-        assert any(family(n) == fam for n in names), fam
-    assert family("kiln_burnin_fabric_checks") == "burnin" and family("kiln_fabric_counters") == "fabric"
-    assert family("kiln_fabric") == "facts" and family("kiln_hwfacts") == "facts"
+def test_every_package_is_a_family_and_every_family_a_package() -> None:
+    packages = {d.name for d in KILN.iterdir() if (d / "__init__.py").is_file()}
+    assert packages == set(FAMILIES)
+    assert family("kiln.burnin.fabric_checks") == "burnin" and family("kiln.fabric.counters") == "fabric"
+    assert family("kiln.verdict") is None and family("kiln.slurm") == "slurm"
 
 
-@pytest.mark.parametrize("path", MODULES, ids=[p.stem for p in MODULES])
+@pytest.mark.parametrize("path", MODULES, ids=[dotted(p) for p in MODULES])
 def test_no_module_imports_upward(path: Path) -> None:
-    assert upward(path.stem, kiln_imports(path)) == []
+    assert upward(dotted(path), kiln_imports(path)) == []
+
+
+def test_relative_imports_are_resolved() -> None:
+    imports = kiln_imports(KILN / "burnin" / "assemble.py")
+    assert {"kiln.verdict", "kiln.slurm.sinfo", "kiln.burnin.checks", "kiln.nccl.parse"} <= imports
 
 
 def test_the_rule_catches_an_upward_import() -> None:
-    """A fabric reader importing a burn-in judge, the Slurm rule importing the upgrade, a parser importing
-    health, and a sibling family at the same level: each is named."""
-    assert upward("kiln_fabric_counters", {"kiln_burnin_fabric_checks"})
-    assert upward("kiln_fabric", {"kiln_fabric_counters"})
-    assert upward("kiln_node_state", {"kiln_upgrade"})
-    assert upward("kiln_nccl_text", {"kiln_health"})
-    assert upward("kiln_health", {"kiln_fabric_counters"})
-    assert upward("kiln_drift", {"kiln_upgrade"})
-    assert upward("kiln_time", {"kiln_burnin"})
-    assert upward("kiln_upgrade", {"kiln_burnin_pair_phase"}) == []  # allowed by rank; see the next test
-    assert upward("kiln_burnin", {"kiln_sinfo", "kiln_verdict", "kiln_nccl"}) == []
+    """A fabric rule importing a burn-in judge, the Slurm rule importing the upgrade, a parser importing
+    health, a sibling family at the same level and a base importing a family: each is named."""
+    assert upward("kiln.fabric.counters", {"kiln.burnin.fabric_checks"})
+    assert upward("kiln.facts.fabric", {"kiln.fabric.counters"})
+    assert upward("kiln.slurm.node_state", {"kiln.upgrade.rollout"})
+    assert upward("kiln.nccl.text", {"kiln.health.rules"})
+    assert upward("kiln.health.rules", {"kiln.fabric.counters"})
+    assert upward("kiln.packages.drift", {"kiln.upgrade.rollout"})
+    assert upward("kiln.clock", {"kiln.burnin.assemble"})
+    assert upward("kiln.upgrade.rollout", {"kiln.burnin.pair_phase"}) == []  # allowed by rank; see the next test
+    assert upward("kiln.burnin.assemble", {"kiln.slurm.sinfo", "kiln.verdict", "kiln.nccl.parse"}) == []
 
 
 def test_the_upgrade_does_not_import_the_burnin() -> None:
     """The rolling upgrade runs the burn-in as a tool (tools/kiln-burnin) and reads its summary; it imports
     none of its Python (it once did, for a drain-reason helper that now lives with the Slurm rule)."""
-    assert not {d for d in kiln_imports(MODULE_UTILS / "kiln_upgrade.py") if family(d) == "burnin"}
+    for path in (KILN / "upgrade").glob("*.py"):
+        assert not {d for d in kiln_imports(path) if family(d) == "burnin"}

@@ -1,63 +1,98 @@
-"""module_utils/ as Ansible ships it: small files, every kiln import through ``ansible.module_utils``.
+"""module_utils/ as Ansible ships it: small files, one package of families, every kiln import relative.
 
 AnsiballZ ships a module's ``ansible.module_utils.<name>`` imports (and theirs, recursively); a
-module_utils file that reached another one only by its top-level name would work in the unit
-tests and break on a node. A stand-in ``ansible.module_utils`` package holding copies of every
-file checks it here without Ansible.
+module_utils file that reached another one by a top-level name (``import kiln.verdict``) would work in
+the unit tests and break on a node. Inside ``module_utils/kiln/`` every import of kiln is relative
+(``from ..slurm.sinfo import parse_sinfo``), which resolves under both names. A stand-in
+``ansible.module_utils`` package holding a copy of the tree checks it here without Ansible.
 """
 
 from __future__ import annotations
 
+import ast
 import os
-import re
+import shutil
 import subprocess
 import sys
 
 from kiln_paths import REPO
-MODULE_UTILS = sorted((REPO / "module_utils").glob("*.py"))
+
+MODULE_UTILS = REPO / "module_utils"
+KILN = MODULE_UTILS / "kiln"
+PACKAGE_FILES = sorted(KILN.rglob("*.py"))
 MAX_LINES = 600
 
 
 def test_no_python_file_over_the_size_limit():
-    files = (MODULE_UTILS + sorted((REPO / "module_utils").glob("*/**/*.py"))
-             + sorted((REPO / "library").glob("*.py")) + sorted((REPO / "filter_plugins").glob("*.py")))
+    files = (sorted(MODULE_UTILS.rglob("*.py")) + sorted((REPO / "library").glob("*.py"))
+             + sorted((REPO / "filter_plugins").glob("*.py")))
     assert len(files) > 40  # the globs found the tree
     over = [f"{p.relative_to(REPO)}: {n} lines" for p in files
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
     assert not over, f"over {MAX_LINES} lines (split by concern): " + "; ".join(over)
 
 
-def test_filter_plugins_do_not_shadow_module_utils():
-    """Filters import module_utils by top-level name (sys.path): a filter file of the same name would win."""
-    utils = {p.stem for p in MODULE_UTILS}
-    clashes = sorted(p.name for p in (REPO / "filter_plugins").glob("*.py") if p.stem in utils)
-    assert not clashes
+def test_module_utils_holds_packages_only():
+    """No flat module beside the packages: kiln's code is in kiln/ (families) or kiln_compat_engine/."""
+    assert sorted(p.name for p in MODULE_UTILS.glob("*.py")) == []
+    assert {p.name for p in MODULE_UTILS.iterdir() if p.is_dir() and p.name != "__pycache__"} == {
+        "kiln", "kiln_compat_engine"}
 
 
-def test_kiln_imports_go_through_ansible_module_utils():
-    """Every ``import kiln_x`` / ``from kiln_x`` in module_utils is the except-branch of an ansible.module_utils try."""
-    for path in MODULE_UTILS:
-        text = path.read_text(encoding="utf-8")
-        bare = set(re.findall(r"^\s+(?:import|from) (kiln_\w+)", text, re.M))
-        shipped = set(re.findall(r"^\s+from ansible\.module_utils\.(kiln_\w+) import", text, re.M))
-        for group in re.findall(r"^\s+from ansible\.module_utils import ([\w, ]+)$", text, re.M):
-            shipped |= {name.strip() for name in group.split(",")}
-        assert bare <= shipped, f"{path.name}: {sorted(bare - shipped)} imported without ansible.module_utils"
+def test_every_directory_is_a_package_with_a_docstring():
+    for directory in [KILN, *sorted(d for d in KILN.rglob("*") if d.is_dir() and d.name != "__pycache__")]:
+        init = directory / "__init__.py"
+        assert init.is_file(), f"{directory.relative_to(REPO)} has no __init__.py"
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        doc = ast.get_docstring(tree) or ""
+        assert doc, f"{init.relative_to(REPO)}: say what the family is and its modules in dependency order"
+        assert len(tree.body) == 1, f"{init.relative_to(REPO)}: a docstring only (code lives in the modules)"
+        for module in sorted(p.stem for p in directory.glob("*.py") if p.stem != "__init__"):
+            assert f"``{module}``" in doc, f"{init.relative_to(REPO)} does not name its module {module}"
 
 
-def test_every_module_utils_file_imports_as_ansible_module_utils(tmp_path):
+def _kiln_imports(path):
+    """(line, how) of every import of kiln's own code in *path* that is not relative."""
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")
+            if top[0] in ("kiln", "kiln_compat_engine") or top[:3] == ["ansible", "module_utils", "kiln"]:
+                bad.append((node.lineno, name))
+    return bad
+
+
+def test_kiln_imports_inside_the_package_are_relative():
+    found = {str(p.relative_to(REPO)): bad for p in PACKAGE_FILES if (bad := _kiln_imports(p))}
+    assert not found, f"import kiln's own modules relatively inside module_utils/kiln: {found}"
+
+
+def test_the_relative_rule_catches_an_absolute_import(tmp_path):
+    sample = tmp_path / "x.py"
+    sample.write_text("from kiln.slurm.sinfo import parse_sinfo\nfrom ..verdict import FAIL\n"
+                      "from ansible.module_utils.kiln import clock\n")
+    assert [name for _, name in _kiln_imports(sample)] == ["kiln.slurm.sinfo", "ansible.module_utils.kiln"]
+
+
+def test_every_module_imports_as_ansible_module_utils(tmp_path):
     pkg = tmp_path / "ansible" / "module_utils"
     pkg.mkdir(parents=True)
     (tmp_path / "ansible" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    names = [p.stem for p in MODULE_UTILS]
-    for path in MODULE_UTILS:
-        (pkg / path.name).write_text(path.read_text(encoding="utf-8"))
+    shutil.copytree(KILN, pkg / "kiln")
+    names = sorted(".".join(p.relative_to(MODULE_UTILS).with_suffix("").parts).removesuffix(".__init__")
+                   for p in PACKAGE_FILES)
     code = ("import importlib, sys\n"
             f"names = {names!r}\n"
             "for name in names:\n"
             "    importlib.import_module('ansible.module_utils.' + name)\n"
-            "bare = sorted(m for m in sys.modules if m in names)\n"
+            "bare = sorted(m for m in sys.modules if m.split('.')[0] == 'kiln')\n"
             "assert not bare, bare\n"
             "print(len(names))\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path))

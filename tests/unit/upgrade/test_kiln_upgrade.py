@@ -1,4 +1,4 @@
-"""The rolling upgrade's decisions: module_utils/kiln_upgrade.py and filter_plugins/kiln_upgrade_filters.py."""
+"""The rolling upgrade's decisions: module_utils/kiln/upgrade/rollout.py and filter_plugins/kiln_upgrade_filters.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import kiln_upgrade as ku
+from kiln.upgrade import rollout as ku
 
 STACK_OLD = {"driver": "580.95.05", "cuda": "12.8", "nccl": "2.27.3"}
 STACK_NEW = {"driver": "580.173.02", "cuda": "12.8", "nccl": "2.27.3"}
@@ -208,7 +208,7 @@ def test_verdicts_never_pass_garbage(garbage):
 # --- reason and report -------------------------------------------------------------------------
 
 def test_drain_reason_is_a_kiln_drain():
-    import kiln_node_state as kns
+    from kiln.slurm import node_state as kns
 
     reason = ku.drain_reason(FP_NEW, "20261203T000000Z")
     assert reason.startswith("UPGRADE:") and FP_NEW in reason and kns.kiln_reason(reason)
@@ -240,7 +240,7 @@ def test_summary_is_not_complete_with_an_unreachable_node():
 def test_filters_wrap_config_errors_and_parse_sinfo_lines():
     from ansible.errors import AnsibleFilterError
 
-    import kiln_upgrade as ku_filters_core  # same module the filters wrap
+    from kiln.upgrade import rollout as ku_filters_core  # same module the filters wrap
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(

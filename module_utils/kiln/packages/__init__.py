@@ -1,0 +1,11 @@
+# Copyright: kiln contributors
+# SPDX-License-Identifier: MIT
+"""kiln's one package mechanism and what reads it (family ``packages``; imports the bases only).
+In dependency order:
+
+- ``pkgdb``: the package database and pin planning behind library/kiln_packages.py
+- ``kernel_hold``: which kernel packages to hold with the driver
+- ``repo_key``: is a downloaded repository key exactly the pinned key?
+- ``daemon_json``: Docker's daemon.json merged so that the operator wins
+- ``drift``: as-built records and the drift gate (reads ``pkgdb``'s pins)
+"""
