@@ -53,7 +53,7 @@ class Cluster:
         self.ctl = ctl
         self.args = args
         self.timeout = timeout
-        self.floor = kiln_verdict.lookup_floor(kiln_verdict.load_floors(), "cpu", "tcp", "two_node_ring")
+        self.floor = kiln_verdict.lookup_floor(kiln_verdict.load_floors(kiln_verdict.default_floors_path()), "cpu", "tcp", "two_node_ring")
         self.seconds: List[float] = []
 
     def pair(self, a: str, b: str) -> Dict[str, Any]:

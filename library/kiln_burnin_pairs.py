@@ -104,13 +104,15 @@ options:
     type: int
     # required with op=round (the knob's value; no default here)
   band:
-    description: A pair more than this fraction below the reference is SLOW.
+    description:
+      - A pair more than this fraction below the reference is SLOW (O(op=start) only).
+      - It travels in the returned state; later rounds and the final verdict read it from there.
     type: float
-    # required with op=round (the knob's value; no default here)
+    # required with op=start (the knob's value; no default here)
   confirm:
-    description: Blame only after a confirmation partner (three failing partners).
+    description: Blame only after a confirmation partner (three failing partners; O(op=start) only, kept in the state).
     type: bool
-    # required with op=round (the knob's value; no default here)
+    # required with op=start (the knob's value; no default here)
   sku:
     description: Floors SKU of the pairs (C(cpu) for the CPU engine).
     type: str
@@ -218,8 +220,9 @@ def main() -> None:
         },
         # The parameters fed by kiln_burnin_* knobs are required where used: their defaults live only in
         # roles/burnin_settings.
-        required_if=[("op", "scope", ["partners"]), ("op", "start", ["baseline_window", "override_operator_drain"]),
-                     ("op", "round", ["max_rounds", "band", "confirm", "floor_overrides", "floors_path"])],
+        required_if=[("op", "scope", ["partners"]),
+                     ("op", "start", ["baseline_window", "override_operator_drain", "band", "confirm"]),
+                     ("op", "round", ["max_rounds", "floor_overrides", "floors_path"])],
         supports_check_mode=True,
     )
     p = module.params
@@ -230,6 +233,9 @@ def main() -> None:
         damaged.extend(f"history of {node}: {w}" for w in warnings[:5])
         return records
 
+    if p["op"] != "start" and (p["band"] is not None or p["confirm"] is not None):
+        module.fail_json(msg="kiln_burnin_pairs: band and confirm are given once, with op=start; "
+                             "the rounds read them from the state it returns")
     try:
         if p["op"] == "scope":
             histories = {n: load(p["state_dir"], n) for n in p["nodes"]}
@@ -241,12 +247,12 @@ def main() -> None:
             slurm = parse_sinfo(p["sinfo"]) if p["sinfo"] is not None else None
             state = pair_start(p["nodes"], p["mode"], p["targets"], p["known_good"], histories, p["versions"],
                                slurm, p["slurm_names"], p["baseline_window"], p["override_operator_drain"],
-                               p["fabric_ports"])
+                               p["band"], p["confirm"], p["fabric_ports"])
             module.exit_json(changed=False, state=state, pairs=[list(x) for x in state["pairs"]])
         runs = list(p["results"]) + pair_records(p["measured"], p["round"], p["lost"])
         out = pair_round(p["state"], runs, mode=p["mode"], floors=load_floors(p["floors_path"]),
-                         overrides=p["floor_overrides"], sku=p["sku"], fabric=p["fabric"], band=p["band"],
-                         confirm=p["confirm"], round_no=p["round"], max_rounds=p["max_rounds"],
+                         overrides=p["floor_overrides"], sku=p["sku"], fabric=p["fabric"],
+                         round_no=p["round"], max_rounds=p["max_rounds"],
                          targets=p["targets"])
         module.exit_json(changed=False, **out)
     except KilnConfigError as exc:

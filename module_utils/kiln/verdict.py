@@ -433,9 +433,11 @@ def read_yaml(path: str, what: str, error: type = KilnConfigError) -> Any:
         raise error(f"{path}: the {what} file is not valid YAML: {str(exc)[:200]}") from exc
 
 
-def load_floors(path: Optional[str] = None) -> Dict[str, Any]:
-    """Load and sanity-check the floors file (YAML)."""
-    path = path or default_floors_path()
+def load_floors(path: str) -> Dict[str, Any]:
+    """Load and sanity-check the floors file (YAML) at *path* (the module's floors_path; on the
+    controller and in tests :func:`default_floors_path`)."""
+    if not path or not isinstance(path, str):
+        raise KilnConfigError(f"load_floors: the floors file's path is required, not {path!r}")
     data = read_yaml(path, "floors")
     if not isinstance(data, dict) or not isinstance(data.get("skus"), dict):
         raise KilnConfigError(f"{path}: not a kiln floors file (no 'skus' mapping)")

@@ -21,10 +21,10 @@ from . import report as kiln_report
 from .. import verdict as kiln_verdict
 from .checks import (
     DCGM_LEVELS, FAIL, INCOMPLETE, PAIR_CHECK, PASS, SKIP, WARN, check, dcgm_diag_check, enforce_checks,
-    expected_gpu_count, failed_before_pairs, health_checks, nccl_check, node_sku, pair_band, passive_checks,
+    expected_gpu_count, failed_before_pairs, health_checks, nccl_check, node_sku, passive_checks,
     relative_single_node, required_checks, tools_check,
 )
-from .pair_phase import pair_checks
+from .pair_phase import pair_checks, state_band
 from . import fabric_checks as kiln_burnin_fabric_checks
 from . import fabric_pairs as kiln_burnin_fabric_pairs
 from ..packages import drift as kiln_drift
@@ -44,8 +44,7 @@ def _write(results_dir: str, relpath: str, text: str) -> str:
     return relpath
 
 
-def node_fabric(name: str, fab: Mapping[str, Any], gpu_node: bool,
-                rules: Optional[Mapping[str, Any]] = None, mode: str = "default",
+def node_fabric(name: str, fab: Mapping[str, Any], gpu_node: bool, rules: Mapping[str, Any], mode: str,
                 after: Any = None, final: bool = False) -> Dict[str, Any]:
     """A node's passive fabric checks, what its PASS requires of them, and its report entry.
 
@@ -68,7 +67,6 @@ def node_fabric(name: str, fab: Mapping[str, Any], gpu_node: bool,
     if expected.get("count") or gap:
         required += list(FABRIC_REQUIRED) + (["fabric.gpudirect"] if gpu_node else [])
     if final and (expected.get("count") or gap):
-        rules = rules if rules is not None else kiln_burnin_fabric_checks.load_fabric_thresholds()
         during = kiln_burnin_fabric_checks.during_run_check(facts, after, expected, rules)
         if gap:
             during.update(status=INCOMPLETE, detail=f"{gap} (measured: {during['status']} {during['detail']})"[:600])
@@ -98,12 +96,10 @@ def node_fabric(name: str, fab: Mapping[str, Any], gpu_node: bool,
 
 
 def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[str, Any]] = (), *,
-             mode: str = "default", floors: Optional[Mapping[str, Any]] = None,
-             overrides: Optional[Mapping[str, Any]] = None, results_dir: Optional[str] = None,
-             fabric_name: str = "tcp", pairs: Optional[Mapping[str, Any]] = None,
-             baseline_band: float = 0.10, expected: Optional[Sequence[str]] = None,
-             health: Optional[Mapping[str, Any]] = None, final: bool = True,
-             fabric_path: Optional[str] = None, allow_mixed: bool = False) -> Dict[str, Any]:
+             mode: str, floors: Mapping[str, Any], overrides: Mapping[str, Any], baseline_band: float,
+             health: Mapping[str, Any], fabric_path: str, allow_mixed: bool,
+             results_dir: Optional[str] = None, fabric_name: str = "tcp", pairs: Optional[Mapping[str, Any]] = None,
+             expected: Optional[Sequence[str]] = None, final: bool = True) -> Dict[str, Any]:
     """Per-node checks and fabric checks from the raw data the playbook collected.
 
     *nodes*: ``{name: {kiln_gpu, gpu_present, expected_gpus, history_gpus, engine, kernel_log, xid_log,
@@ -126,10 +122,10 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
     pairs = dict(pairs or {})
     pair_results = list(pairs.get("results") or [])
     pair_outcomes: Dict[str, Any] = {}
-    band = pair_band(pairs.get("band"))
     if pair_results or pairs.get("participants"):
+        band, confirm = state_band(pairs)
         pair_outcomes = kiln_isolate.finish(pairs.get("participants") or [], pair_results,
-                                            confirm=bool(pairs.get("confirm", True)), band=band)
+                                            confirm=confirm, band=band)
     pair_artifacts: Dict[str, str] = {}
     for entry in pair_results:
         if results_dir:
@@ -137,12 +133,10 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
                          entry.get("text") or "")
             for member in entry["pair"]:
                 pair_artifacts.setdefault(member, os.path.dirname(rel) + "/")
-    floors = floors if floors is not None else kiln_verdict.load_floors()
     level = DCGM_LEVELS.get(mode, 2)
-    health = health if health is not None else kiln_health.load_health()
     nodes = {str(k): (v if isinstance(v, Mapping) else {}) for k, v in (nodes or {}).items()}
     fabric_rules = kiln_burnin_fabric_checks.load_fabric_thresholds(fabric_path) if any(
-        isinstance(n.get("fabric"), Mapping) for n in nodes.values()) else None
+        isinstance(n.get("fabric"), Mapping) for n in nodes.values()) else {}
     expected_nodes = sorted({str(n) for n in (expected or [])} | set(nodes))
     stack_versions = {name: (node.get("stack") or {}).get("versions") for name, node in nodes.items()
                       if isinstance(node.get("stack"), Mapping)}

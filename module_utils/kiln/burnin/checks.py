@@ -204,9 +204,7 @@ def node_sku(floors: Mapping[str, Any], node: Mapping[str, Any]) -> Optional[str
 
 
 def pair_band(value: Any) -> float:
-    """The pair band as a finite fraction in (0, 1) (0.10 when unset)."""
-    if value is None:
-        return 0.10
+    """The pair band (kiln_burnin_pair_band) as a finite fraction in (0, 1); no default of its own."""
     band = kiln_verdict.finite_number(value, "kiln_burnin_pair_band")
     if not 0.0 < band < 1.0:
         raise kiln_verdict.KilnConfigError(f"kiln_burnin_pair_band must be between 0 and 1, got {band:g}")

@@ -239,14 +239,14 @@ def expectation_missing(expected: Any) -> Optional[str]:
             "or a fleet-wide half-rate link would pass")
 
 
-def passive_fabric_checks(facts: Any, expected: Mapping[str, Any], previous_counters: Any = None,
-                          thresholds: Optional[Mapping[str, Any]] = None, gpudirect: Any = None,
+def passive_fabric_checks(facts: Any, expected: Mapping[str, Any], previous_counters: Any,
+                          thresholds: Mapping[str, Any], gpudirect: Any = None,
                           gpu_node: bool = False, require_expectation: bool = False) -> List[Dict[str, Any]]:
     """fabric.facts, fabric.ports, fabric.rate, fabric.counters and fabric.gpudirect for one node.
 
     *expected* is :func:`expected_ports`; *previous_counters* the node's counter baseline
     (:func:`counter_baseline`, matched by port GUID) or a bare :func:`counter_snapshot` (compared
-    by port name); *thresholds* :func:`load_fabric_thresholds` (loaded when None);
+    by port name); *thresholds* the rules :func:`load_fabric_thresholds` read (required);
     *gpudirect* the stack's plan ``{"method": dma_buf|peermem|none}``; *gpu_node*: the node has or
     should have GPUs (a GPU node without a plan is INCOMPLETE, never SKIP). *require_expectation*
     (acceptance mode): without an expectation from the inventory or the history, fabric.ports,
@@ -262,9 +262,9 @@ def passive_fabric_checks(facts: Any, expected: Mapping[str, Any], previous_coun
     return checks
 
 
-def _passive(facts: Any, expected: Mapping[str, Any], previous_counters: Any, thresholds: Optional[Mapping[str, Any]],
+def _passive(facts: Any, expected: Mapping[str, Any], previous_counters: Any, thresholds: Mapping[str, Any],
              gpudirect: Any, gpu_node: bool) -> List[Dict[str, Any]]:
-    rules = validate_fabric_thresholds(thresholds) if thresholds is not None else load_fabric_thresholds()
+    rules = validate_fabric_thresholds(thresholds)
     if not isinstance(expected, Mapping) or not isinstance(expected.get("ports"), list) \
             or not _count(expected.get("count")):
         return [check(cid, INCOMPLETE, "no expectation (expected_ports) to judge against") for cid in _CHECKS]

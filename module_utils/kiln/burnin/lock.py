@@ -168,7 +168,7 @@ def same_holder(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) 
 
 
 def judge(lock: Optional[Mapping[str, Any]], problem: Optional[str], me: Mapping[str, Any], run_id: str,
-          now: int, alive: Optional[bool], break_lock: bool = False) -> Dict[str, Any]:
+          now: int, alive: Optional[bool], break_lock: bool) -> Dict[str, Any]:
     """Is the cluster's lock free, ours, held by a live run, or stale?
 
     *me*: this run's owner identity (op=identity: host, pid, start, user, token); the lock is

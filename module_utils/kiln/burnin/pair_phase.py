@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import baseline as kiln_baseline
 from ..fabric import counters as kiln_fabric_counters
@@ -40,7 +40,7 @@ def swap_targets(value: Any, nodes: Sequence[str]) -> List[str]:
 
 
 def pair_scope(nodes: Sequence[str], mode: str, swap_nodes: Any,
-               histories: Mapping[str, Sequence[Mapping[str, Any]]], partners: int = 4) -> Dict[str, Any]:
+               histories: Mapping[str, Sequence[Mapping[str, Any]]], partners: int) -> Dict[str, Any]:
     """The hosts a run touches. swap: the named nodes plus up to *partners*
     known-good nodes (last burn-in passed, with a pair result); else every node."""
     if mode not in MODES:
@@ -76,11 +76,13 @@ def pair_scope(nodes: Sequence[str], mode: str, swap_nodes: Any,
 
 def pair_start(nodes: Sequence[str], mode: str, targets: Sequence[str], partners: Sequence[str],
                histories: Mapping[str, Sequence[Mapping[str, Any]]], versions: Mapping[str, Any],
-               slurm: Optional[Mapping[str, Mapping[str, str]]] = None,
-               slurm_names: Optional[Mapping[str, str]] = None, window: int = 5,
-               override_operator_drain: bool = False,
+               slurm: Optional[Mapping[str, Mapping[str, str]]], slurm_names: Optional[Mapping[str, str]],
+               window: int, override_operator_drain: bool, band: Any, confirm: Any,
                fabric_ports: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Who takes part in the pair phase, what Slurm state to work around, and round 1.
+
+    *band* and *confirm* (kiln_burnin_pair_band, kiln_burnin_pair_confirm) are checked here and
+    travel in the state: every round and the final verdict read them from it (one route).
 
     *nodes*: the hosts that passed the per-node phases. With *slurm*
     (kiln_sinfo.parse_sinfo of the participants): a down node, or one in a state
@@ -92,6 +94,9 @@ def pair_start(nodes: Sequence[str], mode: str, targets: Sequence[str], partners
     Any other drained node is left out (SKIP). The playbook decides again, from sinfo read
     right before the resume.
     """
+    band = pair_band(band)
+    if not isinstance(confirm, bool):
+        raise kiln_verdict.KilnConfigError(f"kiln_burnin_pair_confirm must be true or false, not {confirm!r}")
     slurm_names = dict(slurm_names or {})
     excluded: Dict[str, Dict[str, str]] = {}
     resume: List[str] = []
@@ -137,7 +142,7 @@ def pair_start(nodes: Sequence[str], mode: str, targets: Sequence[str], partners
         first = kiln_isolate.first_round(participants, mode)
     return {"participants": participants, "excluded": excluded, "resume": resume,
             "drained_before": drained_before, "baselines": baselines, "single_baselines": single,
-            "known_good": good, "pairs": first, "targets": list(targets),
+            "known_good": good, "pairs": first, "targets": list(targets), "band": band, "confirm": confirm,
             "fabric_key": fabric_key(fabric_ports or {})["key"], "fabric_why": fabric_key(fabric_ports or {})["why"]}
 
 
@@ -226,11 +231,19 @@ def pair_records(items: Sequence[Mapping[str, Any]], round_no: int,
     return out
 
 
+def state_band(state: Mapping[str, Any]) -> Tuple[float, bool]:
+    """The pair band and confirmation rule a pair state carries (from :func:`pair_start`)."""
+    if not isinstance(state, Mapping) or "band" not in state or not isinstance(state.get("confirm"), bool):
+        raise kiln_verdict.KilnConfigError("the pair state carries no band/confirm: it must come from pair_start")
+    return pair_band(state["band"]), state["confirm"]
+
+
 def pair_round(state: Mapping[str, Any], results: Sequence[Mapping[str, Any]], *, mode: str,
                floors: Mapping[str, Any], overrides: Optional[Mapping[str, Any]], sku: str, fabric: str,
-               band: float, confirm: bool, max_rounds: int, round_no: int = 1,
-               targets: Sequence[str] = ()) -> Dict[str, Any]:
+               max_rounds: int, round_no: int = 1, targets: Sequence[str] = ()) -> Dict[str, Any]:
     """Judge the pairs measured so far and name the next round's pairs.
+
+    The band and the confirmation rule come from *state* (:func:`pair_start` put them there).
 
     *results*: ``[{pair, round, text, rc, timed_out[, verdict, value]}]``;
     raw ones are judged against the two-node floor (kiln_verdict), then every
@@ -247,7 +260,7 @@ def pair_round(state: Mapping[str, Any], results: Sequence[Mapping[str, Any]], *
                      "floor": verdict.get("floor"), "series": verdict.get("series"),
                      "text": entry.get("text", ""), "lost": list(entry.get("lost") or [])}
         judged.append(entry)
-    band = pair_band(band)
+    band, confirm = state_band(state)
     base = {n: (b or {}).get("value") for n, b in (state.get("baselines") or {}).items()}
     kiln_isolate.rejudge(judged, base, band)
     participants = list(state.get("participants") or [])

@@ -69,7 +69,7 @@ def kiln_rdma_pair_plan(nodes_fabric: Any, base_port: Any = 18515) -> list[dict[
         raise FilterError(f"kiln burn-in: cannot plan the ib_write_bw pairs: {exc}") from None
 
 
-def kiln_rdma_judge(plan: Any, outputs: Any, fabric_path: Any = None) -> dict[str, list[dict[str, Any]]]:
+def kiln_rdma_judge(plan: Any, outputs: Any, fabric_path: Any) -> dict[str, list[dict[str, Any]]]:
     """``{node: [rdma.write_bw check]}`` from the plan and the clients' outputs.
 
     *outputs*: one ``{entry, stdout, stderr, rc}`` per client run (any order; matched to the plan by
@@ -93,7 +93,7 @@ def kiln_rdma_judge(plan: Any, outputs: Any, fabric_path: Any = None) -> dict[st
         parsed["timed_out"] = out.get("rc") == 124
         results.append(parsed)
     try:
-        rules = kiln_burnin_fabric_checks.load_fabric_thresholds(str(fabric_path) if fabric_path else None)
+        rules = kiln_burnin_fabric_checks.load_fabric_thresholds(fabric_path)
         return kiln_burnin_fabric_pairs.judge_rdma_bw(plan, results, rules)
     except kiln_burnin_fabric_checks.FabricError as exc:
         raise FilterError(f"kiln burn-in: cannot judge the ib_write_bw pairs: {exc}") from None

@@ -222,7 +222,9 @@ def validate_fabric_thresholds(data: Any, where: str = "fabric rules") -> Dict[s
     return copy.deepcopy(dict(data))
 
 
-def load_fabric_thresholds(path: Optional[str] = None) -> Dict[str, Any]:
-    """Load and validate ``data/burnin_fabric.yml`` (or *path*); FabricError on a bad file."""
-    path = path or default_fabric_path()
+def load_fabric_thresholds(path: str) -> Dict[str, Any]:
+    """Load and validate the fabric rules file at *path* (the module's fabric_path; on the controller
+    and in tests :func:`default_fabric_path`, ``data/burnin_fabric.yml``); FabricError on a bad file."""
+    if not path or not isinstance(path, str):
+        raise FabricError(f"load_fabric_thresholds: the fabric rules file's path is required, not {path!r}")
     return validate_fabric_thresholds(kiln_verdict.read_yaml(path, "fabric rules", FabricError), path)

@@ -3,9 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Burn-in health check of one ``dcgmi diag -r <level>`` run: ``dcgm.diag.r<level>``.
 
-Pure functions, standard library plus PyYAML (through ``kiln_health.load_health``, only when no
-rules are passed). Importable as ``kiln.health.dcgm`` and as ``ansible.module_utils.kiln.health.dcgm``.
-The output is parsed by ``kiln_dcgm_diag.parse_dcgm_diag``; the levels' stress tests come from
+Pure functions, standard library only (the rules come loaded, from ``kiln.health.rules.load_health``). Importable as ``kiln.health.dcgm`` and as ``ansible.module_utils.kiln.health.dcgm``.
+The output is parsed by ``kiln.health.dcgm_diag.parse_dcgm_diag``; the levels' stress tests come from
 ``dcgm.levels`` in ``data/burnin_health.yml``.
 """
 
@@ -15,7 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import verdict as kiln_verdict
 from .dcgm_diag import UNKNOWN, worse_status, parse_dcgm_diag
-from .rules import is_int, load_health, show, validate_health
+from .rules import is_int, show, validate_health
 
 __all__ = ["DCGM_RC", "dcgm_check"]
 
@@ -44,7 +43,9 @@ def _rc_text(rc: Any) -> str:
 def _stress_spec(health: Optional[Mapping[str, Any]], level: int, require_stress: bool) -> Tuple[List[str], str]:
     if not require_stress:
         return [], "any"
-    data = load_health() if health is None else validate_health(health, "health rules")
+    if health is None:
+        raise kiln_verdict.KilnConfigError(f"dcgm.diag.r{level}: require_stress needs the health rules (load_health)")
+    data = validate_health(health, "health rules")
     spec = data["dcgm"]["levels"].get(level)
     if not spec or not spec["stress"]:
         raise kiln_verdict.KilnConfigError(
@@ -60,7 +61,7 @@ def dcgm_check(level: int, result: Optional[Mapping[str, Any]], gpu_present: boo
     no GPU -> SKIP; dcgmi missing -> INCOMPLETE; any parsed test Fail -> FAIL (whatever
     the rc); nothing parsed, rc not 0, a timeout, an unknown status, every test skipped, or
     (with *require_stress*) none of the level's stress tests run (``dcgm.levels`` in
-    *health*, default: ``kiln_health.load_health``) -> INCOMPLETE; a Warn -> WARN; else PASS.
+    *health*, the rules ``load_health`` read: required with *require_stress*) -> INCOMPLETE; a Warn -> WARN; else PASS.
     The record carries ``tests`` (name, key, category, status per test) and ``problems``.
     """
     if not is_int(level):

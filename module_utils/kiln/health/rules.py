@@ -161,11 +161,13 @@ def validate_health(data: Any, where: str) -> Dict[str, Any]:
     return out
 
 
-def load_health(path: Optional[str] = None) -> Dict[str, Any]:
-    """Load and validate the health rules file (YAML); KilnConfigError on a bad file."""
+def load_health(path: str) -> Dict[str, Any]:
+    """Load and validate the health rules file (YAML) at *path* (the module's health_path; on the
+    controller and in tests :func:`default_health_path`); KilnConfigError on a bad file."""
     import yaml  # PyYAML ships with Ansible; imported lazily so the parsers stay stdlib-only
 
-    path = path or default_health_path()
+    if not path or not isinstance(path, str):
+        raise kiln_verdict.KilnConfigError(f"load_health: the health rules file's path is required, not {path!r}")
     try:
         with open(path, encoding="utf-8") as handle:
             data = yaml.safe_load(handle)

@@ -7,6 +7,7 @@ import sys
 from kiln_loader import load_source
 
 from kiln_paths import REPO
+import kiln_data
 sys.path.insert(0, str(REPO / "module_utils"))
 
 from kiln.health import dcgm_diag as kdd  # noqa: E402
@@ -21,7 +22,7 @@ GPU_EMU = REPO / "tests" / "fixtures" / "gpu-emulator"
 EMU = REPO / "tests" / "fixtures" / "emulators"
 PY = sys.executable
 STATUSES = {"PASS", "WARN", "FAIL", "INCOMPLETE", "SKIP"}
-HEALTH = kh.load_health()
+HEALTH = kiln_data.health()
 
 
 _load = load_source

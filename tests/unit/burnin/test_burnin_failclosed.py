@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from kiln_paths import REPO
+import kiln_data
 sys.path.insert(0, str(REPO / "module_utils"))
 
 from kiln.burnin import assemble as kb  # noqa: E402
@@ -53,15 +54,15 @@ def by_id(record):
 
 def test_quick_mode_plans_no_pairs():
     assert ki.first_round(["a", "b", "c", "d"], "quick") == []
-    state = kbp.pair_start(["a", "b"], "quick", ["a", "b"], [], {}, {})
+    state = kiln_data.pair_start(["a", "b"], "quick", ["a", "b"], [], {}, {})
     assert state["pairs"] == []
-    assert kbp.pair_scope(["a", "b"], "quick", None, {})["hosts"] == ["a", "b"]
+    assert kiln_data.pair_scope(["a", "b"], "quick", None, {})["hosts"] == ["a", "b"]
 
 
 # -- item 2: an expected node that sent nothing is INCOMPLETE ---------------------------------------
 
 def test_expected_node_without_data_is_incomplete():
-    out = kb.assemble({"a": {"kiln_gpu": {"pci_gpu_count": 0}, "engine": "cpu"}}, mode="quick",
+    out = kiln_data.assemble({"a": {"kiln_gpu": {"pci_gpu_count": 0}, "engine": "cpu"}}, mode="quick",
                       expected=["a", "gone"])
     assert out["nodes"]["gone"]["status"] == "INCOMPLETE"
     assert out["nodes"]["gone"]["checks"][0]["id"] == "burnin.reached"
@@ -76,7 +77,7 @@ def test_expected_node_without_data_is_incomplete():
 def test_node_that_lost_its_gpus_fails(inventory, history):
     node = {"kiln_gpu": gpu_facts(0), "gpu_present": False, "expected_gpus": inventory, "history_gpus": history,
             "xid_log": "", "engine": "nccl-tests", "nccl": {"ran": False, "why": "no NVIDIA GPU on this node"}}
-    out = kb.assemble({"n": node}, mode="quick")
+    out = kiln_data.assemble({"n": node}, mode="quick")
     checks = by_id(out["nodes"]["n"])
     assert out["nodes"]["n"]["status"] == "FAIL"
     assert checks["gpu.count"]["status"] == "FAIL" and checks["gpu.count"]["value"] == 0
@@ -103,11 +104,11 @@ SINFO = {"t1": {"state": "drained", "reason": "RMA ticket 42"}, "t2": {"state": 
 
 
 def test_person_drained_swap_target_is_held():
-    state = kbp.pair_start(["g", "t1", "t2"], "swap", ["t1", "t2"], ["g"], {}, {}, SINFO)
+    state = kiln_data.pair_start(["g", "t1", "t2"], "swap", ["t1", "t2"], ["g"], {}, {}, SINFO)
     assert state["resume"] == ["t2"]
     assert state["excluded"]["t1"]["status"] == "INCOMPLETE"
     assert state["excluded"]["t1"]["why"].startswith("held by operator: RMA ticket 42")
-    over = kbp.pair_start(["g", "t1", "t2"], "swap", ["t1", "t2"], ["g"], {}, {}, SINFO,
+    over = kiln_data.pair_start(["g", "t1", "t2"], "swap", ["t1", "t2"], ["g"], {}, {}, SINFO,
                          override_operator_drain=True)
     assert over["resume"] == ["t1", "t2"]
 
@@ -127,15 +128,15 @@ def test_lock_judge():
     # The lock is this run's by its run id and its invocation's token (op=identity), never by run id alone.
     me = {"host": "ops1", "pid": 10, "start": 5, "token": "t-old"}
     lock = kl.new_lock("old", {"host": "ops1", "pid": 10, "start": 5, "token": "t-old"}, now=1000, minutes=10)
-    assert kl.judge(None, None, me, "new", 1001, None)["state"] == kl.FREE
-    assert kl.judge(lock, None, me, "old", 1001, True)["state"] == kl.MINE
-    held = kl.judge(lock, None, me, "new", 1001, True)
+    assert kiln_data.lock_judge(None, None, me, "new", 1001, None)["state"] == kl.FREE
+    assert kiln_data.lock_judge(lock, None, me, "old", 1001, True)["state"] == kl.MINE
+    held = kiln_data.lock_judge(lock, None, me, "new", 1001, True)
     assert held["state"] == kl.HELD and "burn-in old" in held["message"] and "pid 10" in held["message"]
-    assert kl.judge(lock, None, me, "new", 1001, False)["state"] == kl.STALE
-    assert kl.judge(lock, None, {"host": "ops2"}, "new", 1001, None)["state"] == kl.HELD
-    assert kl.judge(lock, None, {"host": "ops2"}, "new", 1000 + 601, None)["state"] == kl.STALE
-    assert kl.judge(lock, None, me, "new", 1001, True, break_lock=True)["state"] == kl.STALE
-    assert kl.judge(None, "lock file is not JSON", me, "new", 1001, None)["state"] == kl.STALE
+    assert kiln_data.lock_judge(lock, None, me, "new", 1001, False)["state"] == kl.STALE
+    assert kiln_data.lock_judge(lock, None, {"host": "ops2"}, "new", 1001, None)["state"] == kl.HELD
+    assert kiln_data.lock_judge(lock, None, {"host": "ops2"}, "new", 1000 + 601, None)["state"] == kl.STALE
+    assert kiln_data.lock_judge(lock, None, me, "new", 1001, True, break_lock=True)["state"] == kl.STALE
+    assert kiln_data.lock_judge(None, "lock file is not JSON", me, "new", 1001, None)["state"] == kl.STALE
 
 
 def test_lock_refuses_a_second_run_with_the_same_run_id():
@@ -146,13 +147,13 @@ def test_lock_refuses_a_second_run_with_the_same_run_id():
     assert not kl.holds(lock, "20260101T000000Z-default", second)
     assert not kl.holds(lock, "20260101T000000Z-default", dict(first, token=""))  # no token: never the holder
     assert not kl.holds(lock, "other", first)
-    held = kl.judge(lock, None, dict(second, host="ops1"), "20260101T000000Z-default", 1001, True)
+    held = kiln_data.lock_judge(lock, None, dict(second, host="ops1"), "20260101T000000Z-default", 1001, True)
     assert held["state"] == kl.HELD and "the same run id as this run" in held["message"]
     assert "since 1970-01-01T00:16:40Z" in held["message"]  # the start, in UTC
     # a lock written without a token (an older kiln) is nobody's: its owner process decides
     legacy, _ = kl.parse(json.dumps(kl.new_lock("x", {"host": "ops1", "pid": 10, "start": 5}, now=1000, minutes=10)))
-    assert kl.judge(legacy, None, dict(first, host="ops1"), "x", 1001, True)["state"] == kl.HELD
-    assert kl.judge(legacy, None, dict(first, host="ops1"), "x", 1001, False)["state"] == kl.STALE
+    assert kiln_data.lock_judge(legacy, None, dict(first, host="ops1"), "x", 1001, True)["state"] == kl.HELD
+    assert kiln_data.lock_judge(legacy, None, dict(first, host="ops1"), "x", 1001, False)["state"] == kl.STALE
     assert kl.same_holder(legacy, dict(legacy)) and not kl.same_holder(lock, legacy)
 
 
@@ -205,7 +206,7 @@ def test_non_finite_baseline_does_not_poison_the_reference():
 @pytest.mark.parametrize("floor", [math.nan, math.inf, -5, "nan"])
 def test_non_finite_floor_override_is_a_config_error(floor):
     with pytest.raises(kv.KilnConfigError):
-        kv.lookup_floor(kv.load_floors(), "cpu", "tcp", "two_node_ring", overrides={"cpu/tcp/two_node_ring": floor})
+        kv.lookup_floor(kiln_data.floors(), "cpu", "tcp", "two_node_ring", overrides={"cpu/tcp/two_node_ring": floor})
 
 
 def test_enforce_checks_demotes_non_finite_pass():
@@ -222,7 +223,7 @@ def test_every_known_gpu_model_has_a_floor_or_a_relative_rule():
     import yaml
 
     compat = yaml.safe_load((REPO / "data" / "compat.yml").read_text())
-    floors = kv.load_floors()
+    floors = kiln_data.floors()
     missing = []
     for model, spec in compat["gpus"].items():
         for pci, variant in (spec.get("variants") or {}).items():
@@ -233,11 +234,11 @@ def test_every_known_gpu_model_has_a_floor_or_a_relative_rule():
 
 
 def test_relative_only_sku_warns_and_fails_below_the_fleet():
-    floors = kv.load_floors()
+    floors = kiln_data.floors()
     spec = kv.lookup_floor(floors, "l40s", "any", "single_node")
     assert spec["relative_only"] and spec["value"] is None
     node = gpu_node(sku="l40s", gpu_name="NVIDIA L40S")
-    out = kb.assemble({"a": node}, mode="quick", floors=floors)
+    out = kiln_data.assemble({"a": node}, mode="quick", floors=floors)
     single = by_id(out["nodes"]["a"])["nccl.single_node.all_reduce"]
     assert single["status"] == "WARN" and "no absolute floor" in single["detail"]
     assert single["relative_only"] is True and math.isfinite(single["value"])
@@ -323,7 +324,7 @@ def test_no_predictable_tmp_paths_in_the_burnin_playbooks():
 #    test_kiln_nccl.py) -------------------------------------------------------------------------------
 
 def _judge(text: str) -> dict:
-    floor = kv.lookup_floor(kv.load_floors(), "h100-sxm", "any", "single_node", overrides=OVERRIDES)
+    floor = kv.lookup_floor(kiln_data.floors(), "h100-sxm", "any", "single_node", overrides=OVERRIDES)
     return kbc.nccl_check("nccl.single_node.all_reduce", {"text": text, "rc": 0}, floor)
 
 
@@ -374,7 +375,7 @@ def test_all_reduce_result_from_a_node_without_gpus_is_contradictory():
     """Found by the property test: 0 GPUs on PCI, none expected, yet a passing single-node result."""
     node = gpu_node(0, expected_gpus=0)
     node["nccl"] = {"ran": True, "text": H100_TEXT, "rc": 0}
-    out = kb.assemble({"n": node}, mode="quick", overrides=OVERRIDES)
+    out = kiln_data.assemble({"n": node}, mode="quick", overrides=OVERRIDES)
     assert by_id(out["nodes"]["n"])["nccl.single_node.all_reduce"]["status"] == "INCOMPLETE"
     assert out["nodes"]["n"]["status"] == "INCOMPLETE"
 

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kiln_paths import REPO
+import kiln_data
 sys.path.insert(0, str(REPO / "module_utils"))
 
 from kiln.burnin import baseline as kiln_baseline  # noqa: E402
@@ -36,7 +37,7 @@ TEXT = (REPO / "tests/fixtures/nccl-tests/nccl-tests-2.13-h100-16rank-2node.txt"
 DCGM_R = {level: (REPO / f"tests/fixtures/dcgm/emulated-dcgmi-4.6-diag-r{level}-8gpu.json").read_text()
           for level in (2, 3)}
 CPU_TEXT = (REPO / "tests/fixtures/nccl-tests/derived-kiln-cpu-engine-3node-example.txt").read_text()
-FLOORS = kv.load_floors()
+FLOORS = kiln_data.floors()
 OVERRIDES = {"h100-sxm/any/single_node": 300, "h100-sxm/tcp/two_node_ring": 0.05}
 
 
@@ -169,7 +170,7 @@ def required_ok(summary) -> bool:
 def test_pass_only_with_every_expected_measurement(tmp_path_factory, data):
     mode, nodes, pairs, expected = data
     try:
-        assembled = kb.assemble(nodes, mode=mode, floors=FLOORS, overrides=OVERRIDES, pairs=pairs,
+        assembled = kiln_data.assemble(nodes, mode=mode, floors=FLOORS, overrides=OVERRIDES, pairs=pairs,
                                 expected=expected)
         result = kb.report("run", mode, assembled, "/nonexistent", write=False)
     except kv.KilnConfigError:

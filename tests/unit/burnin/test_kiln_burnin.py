@@ -6,6 +6,7 @@ import json
 import sys
 
 from kiln_paths import REPO
+import kiln_data
 sys.path.insert(0, str(REPO / "module_utils"))
 
 from kiln.burnin import assemble as kb  # noqa: E402
@@ -33,7 +34,7 @@ def test_assemble_and_report(tmp_path):
                "sku": "cpu", "reference": kb.iperf_reference([{"client": "a", "server": "b", "gbps": 18.0},
                                                                {"client": "b", "server": "a", "gbps": 16.0}])}]
     # quick mode: no pair phase is required (in default mode every node needs its pair result)
-    out = kb.assemble(nodes, fabric, mode="quick", overrides=overrides, results_dir=str(tmp_path))
+    out = kiln_data.assemble(nodes, fabric, mode="quick", overrides=overrides, results_dir=str(tmp_path))
     assert out["nodes"]["cpu-1"]["status"] == "PASS"          # tools present; GPU checks SKIP
     assert out["nodes"]["gpu-1"]["status"] == "PASS"
     assert out["nodes"]["gpu-2"]["status"] == "FAIL"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import kiln_data
 from kiln_paths import REPO
 sys.path.insert(0, str(REPO / "module_utils"))
 
@@ -57,12 +58,12 @@ def test_dcgm_levels_and_codes():
     tests required in acceptance mode, unparseable never PASS."""
     r2 = (DCGM / "emulated-dcgmi-4.6-diag-r2-8gpu.json").read_text()
     r3 = (DCGM / "emulated-dcgmi-4.6-diag-r3-8gpu.json").read_text()
-    assert kbc.dcgm_diag_check(2, {"present": True, "rc": 0, "stdout": r2}, True, "default", None)["status"] == "PASS"
-    assert kbc.dcgm_diag_check(3, {"present": True, "rc": 0, "stdout": r3}, True, "acceptance", None)["status"] == "PASS"
+    assert kbc.dcgm_diag_check(2, {"present": True, "rc": 0, "stdout": r2}, True, "default", kiln_data.health())["status"] == "PASS"
+    assert kbc.dcgm_diag_check(3, {"present": True, "rc": 0, "stdout": r3}, True, "acceptance", kiln_data.health())["status"] == "PASS"
     # level 2 output offered as an acceptance run: its stress tests never ran
-    assert kbc.dcgm_diag_check(3, {"present": True, "rc": 0, "stdout": r2}, True, "acceptance", None)["status"] \
+    assert kbc.dcgm_diag_check(3, {"present": True, "rc": 0, "stdout": r2}, True, "acceptance", kiln_data.health())["status"] \
         == "INCOMPLETE"
-    assert kbc.dcgm_diag_check(2, {"present": True, "rc": 0, "stdout": "ok"}, True, "default", None)["status"] \
+    assert kbc.dcgm_diag_check(2, {"present": True, "rc": 0, "stdout": "ok"}, True, "default", kiln_data.health())["status"] \
         == "INCOMPLETE"
-    assert kbc.dcgm_diag_check(1, {"present": False}, True, "quick", None)["status"] == "INCOMPLETE"
-    assert kbc.dcgm_diag_check(1, None, False, "quick", None)["status"] == "SKIP"
+    assert kbc.dcgm_diag_check(1, {"present": False}, True, "quick", kiln_data.health())["status"] == "INCOMPLETE"
+    assert kbc.dcgm_diag_check(1, None, False, "quick", kiln_data.health())["status"] == "SKIP"

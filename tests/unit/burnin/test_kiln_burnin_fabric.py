@@ -20,6 +20,7 @@ from kiln.burnin import report as kiln_report
 from kiln_loader import load_source
 
 from kiln_paths import REPO
+import kiln_data
 RDMA = REPO / "tests" / "fixtures" / "rdma"
 make = load_source("kiln_make_rdma_sysfs", RDMA / "make-rdma-sysfs.py")
 FABRIC_RULES = str(REPO / "data" / "burnin_fabric.yml")
@@ -51,7 +52,7 @@ def node(fab: dict[str, Any], history: dict[str, Any] | None = None,
 def test_assemble_judges_ports_rates_and_reports_the_fabric(tmp_path: Path) -> None:
     nodes = {"c1": node(facts(tmp_path, "ndr8-storage")), "c2": node(facts(tmp_path, "ndr8-one-hdr")),
              "c3": node(facts(tmp_path, "ndr8-one-down"))}
-    out = kb.assemble(nodes, [], mode="quick", fabric_path=FABRIC_RULES)
+    out = kiln_data.assemble(nodes, [], mode="quick", fabric_path=FABRIC_RULES)
     status = {n: {c["id"]: c for c in r["checks"]} for n, r in out["nodes"].items()}
     assert out["nodes"]["c1"]["status"] == "PASS", status["c1"]
     assert status["c2"]["fabric.rate"]["status"] == "FAIL"
@@ -71,13 +72,13 @@ def test_assemble_judges_ports_rates_and_reports_the_fabric(tmp_path: Path) -> N
 def test_required_fabric_checks_cannot_be_missing(tmp_path: Path) -> None:
     data = node(facts(tmp_path, "ndr8-storage"))
     data["fabric"]["facts"] = {"schema": "kiln.fabric/v1", "hcas": "garbage", "problems": []}
-    out = kb.assemble({"c1": data}, [], mode="quick", fabric_path=FABRIC_RULES)
+    out = kiln_data.assemble({"c1": data}, [], mode="quick", fabric_path=FABRIC_RULES)
     assert out["nodes"]["c1"]["status"] == "INCOMPLETE"
 
 
 def test_counter_growth_between_runs_is_flagged_naming_the_counter(tmp_path: Path) -> None:
     state = tmp_path / "history"
-    first = kb.assemble({"c1": node(facts(tmp_path, "ndr8-storage"))}, [], mode="quick", fabric_path=FABRIC_RULES)
+    first = kiln_data.assemble({"c1": node(facts(tmp_path, "ndr8-storage"))}, [], mode="quick", fabric_path=FABRIC_RULES)
     assert first["nodes"]["c1"]["status"] == "PASS"
     kb.report("r1", "quick", first, str(tmp_path / "r1"), state_dir=str(state))
     records = kiln_baseline.load(str(state), "c1")
@@ -86,7 +87,7 @@ def test_counter_growth_between_runs_is_flagged_naming_the_counter(tmp_path: Pat
     from kiln.burnin import pair_phase as pp
     history = pp.fabric_history(records)
     grown = facts(tmp_path / "later", "ndr8-storage", {"mlx5_1:symbol_error": 150})
-    second = kb.assemble({"c1": node(grown, history)}, [], mode="quick", fabric_path=FABRIC_RULES)
+    second = kiln_data.assemble({"c1": node(grown, history)}, [], mode="quick", fabric_path=FABRIC_RULES)
     counters = next(c for c in second["nodes"]["c1"]["checks"] if c["id"] == "fabric.counters")
     assert counters["status"] in ("WARN", "FAIL")
     assert "mlx5_1/1" in counters["detail"] and "symbol_error" in counters["detail"] and "+150" in counters["detail"]
@@ -147,7 +148,7 @@ def test_a_bad_expectation_names_the_variable(tmp_path: Path) -> None:
     data = node(facts(tmp_path, "ndr8-storage"))
     data["fabric"]["expect"] = {"ports": "eight"}
     with pytest.raises(Exception, match="kiln_burnin_fabric_expect"):
-        kb.assemble({"c1": data}, [], mode="quick", fabric_path=FABRIC_RULES)
+        kiln_data.assemble({"c1": data}, [], mode="quick", fabric_path=FABRIC_RULES)
 
 
 def _with_bw(text: str, gbps: float) -> str:

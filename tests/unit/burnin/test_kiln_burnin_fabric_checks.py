@@ -10,11 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiln.burnin import fabric_checks as fc
+import kiln_data
 from kiln.burnin import fabric_pairs as fp
 from kiln import verdict as kiln_verdict
 from kiln.verdict import KilnConfigError
 
-RULES = fc.load_fabric_thresholds()
+RULES = kiln_data.fabric_rules()
 HOSTILE = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2 ** 70, max_value=2 ** 70),
                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
                     st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=3))

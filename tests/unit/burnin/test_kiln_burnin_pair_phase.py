@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from kiln_paths import REPO
+import kiln_data
 sys.path.insert(0, str(REPO / "module_utils"))
 
 from kiln.burnin import baseline as kiln_baseline  # noqa: E402
@@ -44,8 +45,8 @@ def history(status="PASS", pair=0.49, versions=None):
 
 
 def run_round(state, raw, round_no, mode="default", targets=()):
-    return kbp.pair_round(state, raw, mode=mode, floors=kiln_verdict.load_floors(), overrides={}, sku="cpu",
-                         fabric="tcp", band=0.10, confirm=True, max_rounds=4, round_no=round_no, targets=targets)
+    return kbp.pair_round(state, raw, mode=mode, floors=kiln_data.floors(), overrides={}, sku="cpu",
+                         fabric="tcp", max_rounds=4, round_no=round_no, targets=targets)
 
 
 def slow_c3_phase(state):
@@ -64,13 +65,13 @@ def slow_c3_phase(state):
 
 def test_swap_scope_adds_known_good_partners_only():
     histories = {"c1": history(), "c2": history("FAIL", None), "c3": history(), "c4": history()}
-    scope = kbp.pair_scope(NODES, "swap", "c4", histories, partners=4)
+    scope = kiln_data.pair_scope(NODES, "swap", "c4", histories, partners=4)
     assert scope["targets"] == ["c4"] and scope["partners"] == ["c1", "c3"]
     assert scope["hosts"] == ["c1", "c3", "c4"]
 
 
 def test_swap_scope_without_history_says_partners_are_unproven():
-    scope = kbp.pair_scope(NODES, "swap", ["c2"], {}, partners=2)
+    scope = kiln_data.pair_scope(NODES, "swap", ["c2"], {}, partners=2)
     assert scope["partners"] == ["c1", "c3"]
     assert "not proven" in scope["notes"][0]
 
@@ -83,12 +84,12 @@ def test_swap_scope_without_history_says_partners_are_unproven():
 ])
 def test_scope_errors_name_the_variable(mode, swap, match):
     with pytest.raises(kiln_verdict.KilnConfigError, match=match):
-        kbp.pair_scope(NODES, mode, swap, {})
+        kiln_data.pair_scope(NODES, mode, swap, {})
 
 
 def test_start_leaves_out_down_and_drained_nodes_outside_swap():
     sinfo = ksi.parse_sinfo(["c1|idle|none", "c2|drained|fan swap (person)", "c3|down|Not responding", "c4|idle|none"])
-    state = kbp.pair_start(NODES, "default", [], [], {}, VERSIONS, sinfo)
+    state = kiln_data.pair_start(NODES, "default", [], [], {}, VERSIONS, sinfo)
     assert state["participants"] == ["c1", "c4"]
     assert state["excluded"]["c2"]["status"] == "SKIP" and "kiln_burnin_swap_nodes=c2" in state["excluded"]["c2"]["why"]
     assert state["excluded"]["c3"]["status"] == "INCOMPLETE"
@@ -98,7 +99,7 @@ def test_start_leaves_out_down_and_drained_nodes_outside_swap():
 
 def test_start_swap_resumes_drained_targets_inside_the_reservation():
     sinfo = ksi.parse_sinfo(["c1|idle|none", "c2|idle|none", "c4|drained|BURNIN: x"])
-    state = kbp.pair_start(["c1", "c2", "c4"], "swap", ["c4"], ["c1", "c2"],
+    state = kiln_data.pair_start(["c1", "c2", "c4"], "swap", ["c4"], ["c1", "c2"],
                           {"c1": history(), "c2": history()}, VERSIONS, sinfo)
     assert state["resume"] == ["c4"] and state["pairs"] == [("c4", "c1")]
     assert state["baselines"]["c1"]["value"] == 0.49
@@ -106,7 +107,7 @@ def test_start_swap_resumes_drained_targets_inside_the_reservation():
 
 
 def test_pair_rounds_blame_the_slow_node_from_real_output():
-    state = kbp.pair_start(NODES, "default", [], [], {n: history() for n in NODES}, VERSIONS, None)
+    state = kiln_data.pair_start(NODES, "default", [], [], {n: history() for n in NODES}, VERSIONS, None)
     assert state["pairs"] == [("c1", "c3"), ("c2", "c4")]
     out = slow_c3_phase(state)
     assert out["nodes"]["c3"]["state"] == "BLAMED"
@@ -118,7 +119,7 @@ def test_pair_rounds_blame_the_slow_node_from_real_output():
 def test_pair_with_wrong_results_fails_and_timeout_without_rows_is_incomplete():
     wrong = re.sub(r"(\s)0(\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s+)0$", r"\g<1>5\g<2>0", CPU, flags=re.MULTILINE)
     assert wrong != CPU
-    state = kbp.pair_start(["a", "b", "c", "d"], "default", [], [], {}, {}, None)
+    state = kiln_data.pair_start(["a", "b", "c", "d"], "default", [], [], {}, {}, None)
     raw = [{"pair": ["a", "c"], "round": 1, "text": wrong, "rc": 7},
            {"pair": ["b", "d"], "round": 1, "text": "", "rc": 124, "timed_out": True}]
     out = run_round(state, raw, 1)
@@ -143,7 +144,7 @@ def test_pair_records_name_a_lost_node_only_in_its_own_failed_pair():
 
 
 def test_round_never_pairs_a_lost_node_again_and_keeps_it_incomplete():
-    state = kbp.pair_start(["a", "b", "c", "d"], "default", [], [], {}, {}, None)
+    state = kiln_data.pair_start(["a", "b", "c", "d"], "default", [], [], {}, {}, None)
     raw = [{"pair": ["a", "c"], "round": 1, "text": CPU, "rc": 0},
            {"pair": ["b", "d"], "round": 1, "text": "", "rc": 124, "timed_out": True, "lost": ["d"]}]
     out = run_round(state, raw, 1)
@@ -212,11 +213,11 @@ def test_actions_backend_none_plans_but_does_not_apply():
 
 def test_report_writes_pairs_actions_and_appends_history(tmp_path):
     histories = {n: history() for n in NODES}
-    state = kbp.pair_start(NODES, "default", [], [], histories, VERSIONS, None)
+    state = kiln_data.pair_start(NODES, "default", [], [], histories, VERSIONS, None)
     out = slow_c3_phase(state)
     raw = out["results"]
     nodes = {n: {"kiln_gpu": {"pci_gpu_count": 0}} for n in NODES}
-    assembled = kb.assemble(nodes, [], mode="default", pairs={**state, "results": raw},
+    assembled = kiln_data.assemble(nodes, [], mode="default", pairs={**state, "results": raw},
                             results_dir=str(tmp_path / "run"))
     res = kb.report("run1", "default", assembled, str(tmp_path / "run"), {}, write=True,
                     actions={"backend": "slurm", "drained_before": {}, "resumed": []},
@@ -244,10 +245,10 @@ def test_report_holds_a_node_a_person_drained_during_the_run(tmp_path):
     """Issue 31: sinfo read just before judging; c3 FAILs but a person drained it meanwhile -- reported
     "held by operator: <reason>" (action hold, nothing applied), valid against the summary schema."""
     histories = {n: history() for n in NODES}
-    state = kbp.pair_start(NODES, "default", [], [], histories, VERSIONS, None)
+    state = kiln_data.pair_start(NODES, "default", [], [], histories, VERSIONS, None)
     out = slow_c3_phase(state)
     nodes = {n: {"kiln_gpu": {"pci_gpu_count": 0}} for n in NODES}
-    assembled = kb.assemble(nodes, [], mode="default", pairs={**state, "results": out["results"]},
+    assembled = kiln_data.assemble(nodes, [], mode="default", pairs={**state, "results": out["results"]},
                             results_dir=str(tmp_path / "run"))
     sinfo = [f"{n}|idle|none" for n in NODES if n != "c3"] + ["c3|drained|RMA 4711 (PSU)"]
     res = kb.report("run1", "default", assembled, str(tmp_path / "run"), {}, write=True,
@@ -286,9 +287,43 @@ def test_start_takes_slurm_states_from_kiln_sinfo():
     """Not responding / powered off is down (INCOMPLETE); a state kiln does not know is never taken for idle."""
     sinfo = ksi.parse_sinfo(["c1|mixed|none", "c2|idle*|Not responding", "c3|brand_new_state|none",
                              "c4|allocated+drain|fan swap (person)"])
-    state = kbp.pair_start(NODES, "default", [], [], {}, VERSIONS, sinfo)
+    state = kiln_data.pair_start(NODES, "default", [], [], {}, VERSIONS, sinfo)
     assert state["participants"] == ["c1"]
     assert state["excluded"]["c2"] == {"status": "INCOMPLETE", "why": "idle* in Slurm (Not responding)"}
     assert state["excluded"]["c3"]["status"] == "INCOMPLETE"
     assert "brand_new_state in Slurm (no reason): a state kiln does not know" in state["excluded"]["c3"]["why"]
     assert state["excluded"]["c4"]["status"] == "SKIP" and state["drained_before"] == {"c4": "fan swap (person)"}
+
+
+# -- one route for the pair band and the confirmation rule (issue 32 item 2) ----------------------------------
+
+@pytest.mark.parametrize("band, confirm", [(None, True), ("wide", True), (float("nan"), True), (1.5, True),
+                                           (0.10, None), (0.10, "yes"), (0.10, 1)])
+def test_pair_start_refuses_a_band_or_confirm_that_is_not_one(band, confirm):
+    with pytest.raises(kiln_verdict.KilnConfigError):
+        kiln_data.pair_start(NODES, "default", [], [], {}, VERSIONS, None, band=band, confirm=confirm)
+
+
+def test_the_band_travels_in_the_state_and_nowhere_else():
+    state = kiln_data.pair_start(NODES, "default", [], [], {}, VERSIONS, None, band=0.25, confirm=False)
+    assert (state["band"], state["confirm"]) == (0.25, False)
+    assert kbp.state_band(state) == (0.25, False)
+    for broken in ({k: v for k, v in state.items() if k != "band"}, dict(state, confirm=None), {}):
+        with pytest.raises(kiln_verdict.KilnConfigError, match="pair_start"):
+            run_round(broken, [], 1)
+    # a final verdict over pairs whose state lost its band is a configuration error, never a default band
+    with pytest.raises(kiln_verdict.KilnConfigError):
+        kiln_data.assemble({}, [], pairs={k: v for k, v in state.items() if k != "band"})
+    with pytest.raises(TypeError):  # pair_round takes no band of its own
+        kbp.pair_round(state, [], mode="default", floors=kiln_data.floors(), overrides={}, sku="cpu",
+                       fabric="tcp", band=0.10, max_rounds=4)
+
+
+@pytest.mark.parametrize("loader", ["floors", "health", "fabric"])
+@pytest.mark.parametrize("path", [None, ""])
+def test_the_data_loaders_have_no_default_file(loader, path):
+    from kiln.fabric.base import FabricError, load_fabric_thresholds
+    from kiln.health.rules import load_health
+    load = {"floors": kiln_verdict.load_floors, "health": load_health, "fabric": load_fabric_thresholds}[loader]
+    with pytest.raises((kiln_verdict.KilnConfigError, FabricError), match="path is required"):
+        load(path)

@@ -82,7 +82,7 @@ def test_dcgm3_json_layout():
     assert tests["Targeted Stress"]["warnings"] == [{"entity": "GPU2", "error_id": 58,
                                                      "message": "GPU 2 thermal violations totaling 3.1 seconds"}]
     assert tests["Memory Bandwidth"]["status"] == "SKIP"
-    check = khd.dcgm_check(3, {"present": True, "rc": 0, "stdout": DCGM3_JSON}, True, require_stress=True)
+    check = khd.dcgm_check(3, {"present": True, "rc": 0, "stdout": DCGM3_JSON}, True, require_stress=True, health=HEALTH)
     assert check["status"] == "WARN"
     assert "warnings: Targeted Stress (GPU2: GPU 2 thermal violations totaling 3.1 seconds)" in check["detail"]
     assert check["stress_tests"]["targeted_stress"] == "WARN" and check["stress_tests"]["diagnostic"] == "absent"
@@ -127,11 +127,11 @@ def test_dcgm3_table_layout():
     assert tests["Diagnostic"]["detail"] == ("GPU 2: Detected clocks event reason HW slowdown on GPU 2, clocks event "
                                              "reasons are 0x0000000000000008")
     assert (tests["Targeted Power"]["status"], tests["Memory Bandwidth"]["status"]) == ("WARN", "SKIP")
-    check = khd.dcgm_check(3, {"present": True, "rc": 226, "stdout": DCGM3_TABLE}, True, True)
+    check = khd.dcgm_check(3, {"present": True, "rc": 226, "stdout": DCGM3_TABLE}, True, True, health=HEALTH)
     assert check["status"] == "FAIL" and "failed: Diagnostic [GPU2]" in check["detail"]
     fail_row = "|                           | Fail - GPU: 2                                  |\n"
     without_fail = DCGM3_TABLE.replace(fail_row, "")
-    assert khd.dcgm_check(3, {"present": True, "rc": 0, "stdout": without_fail}, True, True)["status"] == "WARN"
+    assert khd.dcgm_check(3, {"present": True, "rc": 0, "stdout": without_fail}, True, True, health=HEALTH)["status"] == "WARN"
 
 
 DCGM4_WARN_TABLE = """Successfully ran diagnostic for group.
@@ -170,7 +170,7 @@ def test_dcgm4_table_warn_row_is_warn_not_fail():
     tests = {t["name"]: t for t in kdd.parse_dcgm_diag(DCGM4_WARN_TABLE)["tests"]}
     assert tests["targeted_power"]["status"] == "WARN" and tests["targeted_power"]["gpus"] == {"GPU0": "WARN"}
     assert tests["targeted_power"]["warnings"][0]["entity"] == "GPU0"
-    check = khd.dcgm_check(3, {"present": True, "rc": 0, "stdout": DCGM4_WARN_TABLE}, True, True)
+    check = khd.dcgm_check(3, {"present": True, "rc": 0, "stdout": DCGM4_WARN_TABLE}, True, True, health=HEALTH)
     assert check["status"] == "WARN"
 
 
@@ -195,7 +195,7 @@ def test_hostile_dcgm_output_never_raises_never_passes(stdout):
     parsed = kdd.parse_dcgm_diag(stdout, stderr=b"\x00 stderr")
     assert parsed["format"] in ("json", "text", "none")
     assert isinstance(parsed["problems"], list) and len(parsed["problems"]) <= kdd.MAX_PROBLEMS
-    check = khd.dcgm_check(3, {"present": True, "rc": 0, "stdout": stdout}, True, True)
+    check = khd.dcgm_check(3, {"present": True, "rc": 0, "stdout": stdout}, True, True, health=HEALTH)
     assert check["status"] in ("INCOMPLETE", "FAIL")
 
 

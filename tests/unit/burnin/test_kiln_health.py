@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import kiln_data
 from kiln_loader import load_source
 
 import pytest
@@ -26,7 +27,7 @@ from kiln_health_cases import (  # noqa: F401 - the shared cases; each file uses
 
 # --------------------------------------------------------------------------- rules file
 def test_default_rules_file_loads_with_sources_and_confidences():
-    data = kh.load_health()
+    data = kiln_data.health()
     assert data["schema"] == kh.SCHEMA
     for section in ("ecc_uncorrectable", "remapped_rows", "retired_pages"):
         for name, rule in data["memory"][section].items():
@@ -119,7 +120,7 @@ def test_importable_as_ansible_module_utils(tmp_path):
             "import sys; "
             "assert not [m for m in sys.modules if m.split('.')[0] == 'kiln'], sorted(sys.modules); "
             "print(kh.kiln_verdict.__name__, khm.kiln_hwfacts.__name__, khd.parse_dcgm_diag.__module__, "
-            "kh.load_health()['schema'])")
+            "kh.load_health(kh.default_health_path())['schema'])")
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     r = subprocess.run([PY, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr

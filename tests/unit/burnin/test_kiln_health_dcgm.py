@@ -94,7 +94,7 @@ def test_emulated_dcgmi_pass_parses_and_passes(hostengine, level, as_json):
     assert parsed["problems"] == []
     if as_json:
         assert parsed["version"] == "4.6.0" and parsed["driver_version"] == "580.95.05"
-    check = khd.dcgm_check(level, run, True, require_stress=level >= 2, artifact="n1/dcgm.json")
+    check = khd.dcgm_check(level, run, True, require_stress=level >= 2, artifact="n1/dcgm.json", health=HEALTH)
     assert check["id"] == f"dcgm.diag.r{level}" and check["status"] == "PASS"
     assert check["artifact"] == "n1/dcgm.json"
     assert [(t["name"], t["status"]) for t in check["tests"]] == [(n, "PASS") for n in LEVEL_TESTS[level]]
@@ -132,7 +132,7 @@ def test_emulated_dcgmi_all_skipped_level3(hostengine, as_json):
     assert run["rc"] == 0
     parsed = kdd.parse_dcgm_diag(run["stdout"])
     assert {t["status"] for t in parsed["tests"]} == {"SKIP"} and len(parsed["tests"]) == 7
-    check = khd.dcgm_check(3, run, True, require_stress=True)
+    check = khd.dcgm_check(3, run, True, require_stress=True, health=HEALTH)
     assert check["status"] == "INCOMPLETE"
     assert "every test was skipped" in check["detail"]
     assert ("no stress/hardware test ran: diagnostic (skipped), targeted_stress (skipped), "
@@ -144,16 +144,16 @@ def test_emulated_dcgmi_all_skipped_level3(hostengine, as_json):
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
 def test_emulated_dcgmi_stress_skipped_is_incomplete_only_in_acceptance(hostengine, as_json):
     run = dcgmi(hostengine, 3, *(["-j"] if as_json else []), dcgm_skip="stress")
-    default = khd.dcgm_check(3, run, True, require_stress=False)
+    default = khd.dcgm_check(3, run, True, require_stress=False, health=HEALTH)
     assert default["status"] == "PASS"
     assert "skipped: diagnostic, targeted_stress, targeted_power, memory_bandwidth" in default["detail"]
-    acceptance = khd.dcgm_check(3, run, True, require_stress=True)
+    acceptance = khd.dcgm_check(3, run, True, require_stress=True, health=HEALTH)
     assert acceptance["status"] == "INCOMPLETE"
     assert "no stress/hardware test ran: diagnostic (skipped)" in acceptance["detail"]
     # one stress test skipped on one GPU: still PASS (stress_rule any), the gap is named
     partial = dcgmi(hostengine, 3, *(["-j"] if as_json else []),
                     gpu_overrides={"1": {"skip": "targeted_power"}})
-    check = khd.dcgm_check(3, partial, True, require_stress=True)
+    check = khd.dcgm_check(3, partial, True, require_stress=True, health=HEALTH)
     assert check["status"] == "PASS" and "skipped on some GPUs: targeted_power [GPU1]" in check["detail"]
 
 
@@ -171,7 +171,7 @@ def test_emulated_dcgmi_fail_is_fail(hostengine, as_json):
     run = dcgmi(hostengine, 3, *(["-j"] if as_json else []),
                 dcgm_fail={"test": "diagnostic", "gpus": [1], "message": "GPU 1 GEMM result mismatch"})
     assert run["rc"] == 226
-    check = khd.dcgm_check(3, run, True, require_stress=True)
+    check = khd.dcgm_check(3, run, True, require_stress=True, health=HEALTH)
     assert check["status"] == "FAIL"
     assert check["detail"] == ("dcgmi diag -r 3 rc 226 (DCGM_ST_NVVS_ERROR (-30): the diagnostic reported an "
                                "error): failed: diagnostic [GPU1] (GPU1: GPU 1 GEMM result mismatch)")
@@ -182,7 +182,7 @@ def test_emulated_dcgmi_fail_is_fail(hostengine, as_json):
 def test_emulated_dcgmi_isolate_fail_and_fail_beats_skip(hostengine):
     run = dcgmi(hostengine, 2, "-j", dcgm_fail={"test": "memory", "gpus": [0]}, dcgm_skip="memory")
     assert run["rc"] == 205
-    check = khd.dcgm_check(2, run, True, require_stress=False)
+    check = khd.dcgm_check(2, run, True, require_stress=False, health=HEALTH)
     assert check["status"] == "FAIL" and "DCGM_ST_NVVS_ISOLATE_ERROR" in check["detail"]
     mem = next(t for t in kdd.parse_dcgm_diag(run["stdout"])["tests"] if t["key"] == "memory")
     assert mem["gpus"] == {"GPU0": "FAIL", "GPU1": "SKIP"}
@@ -191,7 +191,7 @@ def test_emulated_dcgmi_isolate_fail_and_fail_beats_skip(hostengine):
 
 def test_fail_counts_even_with_rc_zero(hostengine):
     run = dcgmi(hostengine, 2, "-j", dcgm_fail={"test": "pcie", "gpus": [1]})
-    assert khd.dcgm_check(2, dict(run, rc=0), True, False)["status"] == "FAIL"
+    assert khd.dcgm_check(2, dict(run, rc=0), True, False, health=HEALTH)["status"] == "FAIL"
 
 
 def test_emulated_dcgmi_runtime_error_and_no_hostengine(hostengine):
@@ -200,30 +200,30 @@ def test_emulated_dcgmi_runtime_error_and_no_hostengine(hostengine):
     parsed = kdd.parse_dcgm_diag(run["stdout"])
     assert parsed["format"] == "json" and parsed["tests"] == []
     assert parsed["runtime_error"] == "The NVVS binary could not be started."
-    check = khd.dcgm_check(3, run, True, True)
+    check = khd.dcgm_check(3, run, True, True, health=HEALTH)
     assert check["status"] == "INCOMPLETE"
     assert "output unparseable (The NVVS binary could not be started.)" in check["detail"]
     down = dcgmi(hostengine, 3, "-j", port=_free_port())
     assert down["rc"] == 235
-    check = khd.dcgm_check(3, down, True, True)
+    check = khd.dcgm_check(3, down, True, True, health=HEALTH)
     assert check["status"] == "INCOMPLETE" and "DCGM_ST_CONNECTION_NOT_VALID" in check["detail"]
     assert "Error: Unable to connect to host engine" in " ".join(kdd.parse_dcgm_diag(down["stdout"])["problems"])
 
 
 def test_dcgm_check_simple_branches(hostengine):
     good = dcgmi(hostengine, 2, "-j")
-    assert khd.dcgm_check(2, good, False, True)["status"] == "SKIP"
-    assert khd.dcgm_check(2, None, True, False)["detail"] == "dcgmi not installed"
-    assert khd.dcgm_check(2, {"present": False}, True, False)["status"] == "INCOMPLETE"
+    assert khd.dcgm_check(2, good, False, True, health=HEALTH)["status"] == "SKIP"
+    assert khd.dcgm_check(2, None, True, False, health=HEALTH)["detail"] == "dcgmi not installed"
+    assert khd.dcgm_check(2, {"present": False}, True, False, health=HEALTH)["status"] == "INCOMPLETE"
     for rc in (None, 1, "0", True):
-        check = khd.dcgm_check(2, dict(good, rc=rc), True, False)
+        check = khd.dcgm_check(2, dict(good, rc=rc), True, False, health=HEALTH)
         assert check["status"] == "INCOMPLETE" and "although no test reported Fail" in check["detail"], rc
-    assert khd.dcgm_check(2, dict(good, timed_out=True), True, False)["status"] == "INCOMPLETE"
-    assert khd.dcgm_check(2, dict(good, stdout=good["stdout"][:200]), True, False)["status"] == "INCOMPLETE"
+    assert khd.dcgm_check(2, dict(good, timed_out=True), True, False, health=HEALTH)["status"] == "INCOMPLETE"
+    assert khd.dcgm_check(2, dict(good, stdout=good["stdout"][:200]), True, False, health=HEALTH)["status"] == "INCOMPLETE"
     with pytest.raises(KilnConfigError):
-        khd.dcgm_check(1, good, True, require_stress=True)
+        khd.dcgm_check(1, good, True, require_stress=True, health=HEALTH)
     with pytest.raises(KilnConfigError):
-        khd.dcgm_check("3", good, True, False)
+        khd.dcgm_check("3", good, True, False, health=HEALTH)
 
 
 
@@ -315,7 +315,7 @@ def test_dcgm_json_property(doc, rc, require_stress, indent, prefix, cut):
     assert parsed["format"] in ("json", "text", "none")
     for test in parsed["tests"]:
         assert test["status"] in ("PASS", "FAIL", "WARN", "SKIP", kdd.UNKNOWN)
-    check = khd.dcgm_check(3, {"present": True, "rc": rc, "stdout": stdout, "stderr": ""}, True, require_stress)
+    check = khd.dcgm_check(3, {"present": True, "rc": rc, "stdout": stdout, "stderr": ""}, True, require_stress, health=HEALTH)
     assert check["status"] in STATUSES and check["id"] == "dcgm.diag.r3"
     statuses = _doc_statuses(doc)
     if cut is not None:
@@ -361,7 +361,7 @@ def _table(model, layout):
        layout=st.sampled_from([3, 4]), rc=st.sampled_from([0, 226]), require_stress=st.booleans())
 def test_dcgm_table_property(model, layout, rc, require_stress):
     text = _table(model, layout)
-    check = khd.dcgm_check(3, {"present": True, "rc": rc, "stdout": text}, True, require_stress)
+    check = khd.dcgm_check(3, {"present": True, "rc": rc, "stdout": text}, True, require_stress, health=HEALTH)
     words = [w for _s, _n, gpus, summary in model for w in ([summary] if layout == 4 or not gpus else [])
              + [w for _g, w in gpus]]
     if check["status"] == "PASS":
@@ -381,7 +381,7 @@ def test_dcgm_table_property(model, layout, rc, require_stress):
 def test_dcgm_random_text_property(text, rc):
     parsed = kdd.parse_dcgm_diag(text, text)
     assert parsed["format"] in ("json", "text", "none")
-    check = khd.dcgm_check(2, {"present": True, "rc": rc, "stdout": text, "stderr": text}, True, False)
+    check = khd.dcgm_check(2, {"present": True, "rc": rc, "stdout": text, "stderr": text}, True, False, health=HEALTH)
     assert check["status"] in STATUSES
     if check["status"] == "PASS":
         assert rc == 0 and any(t["status"] == "PASS" for t in parsed["tests"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kiln.burnin import assemble as kb
+import kiln_data
 from kiln.burnin import checks as kbc
 from kiln.health import kernel_log as kkl
 
@@ -100,7 +101,7 @@ def test_a_gpu_node_with_an_unreadable_kernel_log_does_not_pass():
                          "gpus": gpus}, "gpu_present": True, "expected_gpus": 8,
             "kernel_log": {"schema": kkl.SCHEMA, "readable": False, "source": None, "since": 0, "now": int(NOW),
                            "xid_lines": [], "problems": ["journalctl: exited 1", "dmesg: exited 1"]}}
-    out = kb.assemble({"n1": node}, mode="quick", final=False)
+    out = kiln_data.assemble({"n1": node}, mode="quick", final=False)
     checks = {c["id"]: c for c in out["nodes"]["n1"]["checks"]}
     assert checks["xid.kernel_log"]["status"] == "INCOMPLETE"
     assert out["nodes"]["n1"]["status"] == "INCOMPLETE"

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from kiln_paths import REPO
+import kiln_data
 sys.path.insert(0, str(REPO / "module_utils"))
 
 from kiln.nccl import parse as kiln_nccl  # noqa: E402
@@ -102,7 +103,7 @@ def test_json_and_cpu_engine_are_judged_alike() -> None:
     text = kv.judge_nccl([run("nccl-tests-2.18.3-gh200-8rank-2node-int8.txt")], 50.0, min_size="16M")
     js = kv.judge_nccl([run("derived-json-v2-from-2.18.3-gh200.json")], 50.0, min_size="16M")
     assert (text["status"], text["value"]) == (js["status"], js["value"]) == ("PASS", pytest.approx(84.14))
-    floors = kv.load_floors()
+    floors = kiln_data.floors()
     cpu = kv.lookup_floor(floors, "cpu", "tcp", "fabric")
     check = kv.judge_nccl([run("derived-kiln-cpu-engine-3node-example.txt")], cpu)
     assert check["status"] == "PASS" and check["floor_confidence"] == "UNVERIFIED"
@@ -173,7 +174,7 @@ def test_aggregate_overall() -> None:
 
 
 def test_floors_file_every_value_has_source_and_confidence() -> None:
-    floors = kv.load_floors()
+    floors = kiln_data.floors()
     assert floors["schema"] == "kiln.burnin.floors/v1"
     count = 0
     for sku, spec in floors["skus"].items():
@@ -202,12 +203,12 @@ def test_floors_file_every_value_has_source_and_confidence() -> None:
     ],
 )
 def test_lookup_floor(sku, fabric, test, value, confidence, key) -> None:
-    floor = kv.lookup_floor(kv.load_floors(), sku, fabric, test)
+    floor = kv.lookup_floor(kiln_data.floors(), sku, fabric, test)
     assert (floor["value"], floor["confidence"], floor["key"]) == (value, confidence, key)
 
 
 def test_lookup_floor_metric_options() -> None:
-    floors = kv.load_floors()
+    floors = kiln_data.floors()
     assert kv.lookup_floor(floors, "h100-sxm", "ib_ndr", "fabric")["min_size"] == 1 << 30
     cpu = kv.lookup_floor(floors, "cpu", "tcp", "fabric")
     assert cpu["min_size"] == 16 << 20 and cpu["top_n"] == 3 and cpu["warn_band"] == 0.05
@@ -222,7 +223,7 @@ def test_lookup_floor_metric_options() -> None:
     ],
 )
 def test_group_vars_overrides(overrides) -> None:
-    floors = kv.load_floors()
+    floors = kiln_data.floors()
     floor = kv.lookup_floor(floors, "h100-sxm", "ib_ndr", "two_node_ring", overrides=overrides)
     assert floor["value"] == 360 and floor["confidence"] == "SITE" and "group_vars" in floor["source"]
     # the data itself is untouched
@@ -230,7 +231,7 @@ def test_group_vars_overrides(overrides) -> None:
 
 
 def test_overrides_add_fabric_and_defaults() -> None:
-    floors = kv.load_floors()
+    floors = kiln_data.floors()
     overrides = {"defaults": {"warn_band": 0.1, "top_n": 1},
                  "b200/ib_xdr/two_node_ring": {"value": 600, "source": "site run 2026-07-30", "confidence": "SITE"}}
     floor = kv.lookup_floor(floors, "b200", "ib_xdr", "two_node_ring", overrides=overrides)
@@ -238,7 +239,7 @@ def test_overrides_add_fabric_and_defaults() -> None:
 
 
 def test_baseline_replaces_floor() -> None:
-    floor = kv.lookup_floor(kv.load_floors(), "h100-sxm", "ib_ndr", "fabric", baseline=382.0)
+    floor = kv.lookup_floor(kiln_data.floors(), "h100-sxm", "ib_ndr", "fabric", baseline=382.0)
     assert floor["value"] == pytest.approx(343.8) and floor["confidence"] == "BASELINE"
 
 
@@ -252,7 +253,7 @@ def test_baseline_replaces_floor() -> None:
 )
 def test_lookup_floor_config_errors(sku, fabric, test, match) -> None:
     with pytest.raises(kv.KilnConfigError, match=match):
-        kv.lookup_floor(kv.load_floors(), sku, fabric, test)
+        kv.lookup_floor(kiln_data.floors(), sku, fabric, test)
 
 
 def test_load_floors_rejects_entries_without_source(tmp_path: Path) -> None:
@@ -286,4 +287,4 @@ def test_load_floors_rejects_entries_without_source(tmp_path: Path) -> None:
     ],
 )
 def test_sku_from_gpu_name(name: str, sku) -> None:
-    assert kv.sku_from_gpu_name(kv.load_floors(), name) == sku
+    assert kv.sku_from_gpu_name(kiln_data.floors(), name) == sku

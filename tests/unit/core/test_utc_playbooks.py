@@ -27,6 +27,7 @@ import yaml
 from kiln_playbook import ANSIBLE_PLAYBOOK, REPO, load_playbook, run_playbook
 
 from kiln.burnin import assemble as kb  # noqa: E402
+import kiln_data
 
 pytestmark = pytest.mark.skipif(ANSIBLE_PLAYBOOK is None, reason="ansible-playbook not installed")
 
@@ -205,7 +206,7 @@ def test_unreadable_kernel_log_is_incomplete(tmp_path: Path, monkeypatch: pytest
     gpus = [{"index": i, "name": "NVIDIA H100 80GB HBM3"} for i in range(8)]
     node = {"kiln_gpu": {"pci_gpu_count": 8, "smi_gpu_count": 8, "driver_loaded": True, "source": "nvidia-smi",
                          "gpus": gpus}, "gpu_present": True, "expected_gpus": 8, **fields}
-    out = kb.assemble({"n1": node}, mode="quick", final=False)
+    out = kiln_data.assemble({"n1": node}, mode="quick", final=False)
     xid = {c["id"]: c for c in out["nodes"]["n1"]["checks"]}["xid.kernel_log"]
     assert xid["status"] == "INCOMPLETE", xid
     assert "journalctl" in xid["detail"] and "dmesg" in xid["detail"] and "Permission denied" in xid["detail"]

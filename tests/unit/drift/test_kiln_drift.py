@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kiln_paths import REPO
+import kiln_data
 from kiln.burnin import assemble as kb  # noqa: E402
 from kiln.packages import drift as kd  # noqa: E402
 from kiln.packages import pkgdb as kiln_pkgdb  # noqa: E402
@@ -224,27 +225,27 @@ def _fabric(members: list) -> list:
 def test_burnin_refuses_pass_for_a_fabric_test_across_mixed_versions(tmp_path):
     recs = {"c1": record("c1"), "c2": record("c2", driver=OLD), "c3": record("c3")}
     nodes = _cpu_nodes({h: _stack(r) for h, r in recs.items()})
-    same = kb.assemble(_cpu_nodes({h: _stack(record(h)) for h in recs}), _fabric(list(recs)), mode="quick")
+    same = kiln_data.assemble(_cpu_nodes({h: _stack(record(h)) for h in recs}), _fabric(list(recs)), mode="quick")
     assert same["fabric"][0]["status"] == "PASS" and "mixed_versions" not in same["fabric"][0]
     assert {n: r["status"] for n, r in same["nodes"].items()} == {"c1": "PASS", "c2": "PASS", "c3": "PASS"}
-    out = kb.assemble(nodes, _fabric(list(recs)), mode="quick")
+    out = kiln_data.assemble(nodes, _fabric(list(recs)), mode="quick")
     fab = out["fabric"][0]
     assert fab["status"] == "INCOMPLETE" and "driver 580.173.02 on c1, c3; 580.95.05 on c2" in fab["detail"]
     assert "kiln_burnin_allow_mixed_versions" in fab["detail"]
     assert out["nodes"]["c2"]["status"] == "WARN" and out["nodes"]["c1"]["status"] == "PASS"
     check = next(c for c in out["nodes"]["c2"]["checks"] if c["id"] == "stack.versions")
     assert "driver 580.95.05 (other nodes: 580.173.02)" in check["detail"] and check["as_built"] == recs["c2"]["fingerprint"]
-    allowed = kb.assemble(nodes, _fabric(list(recs)), mode="quick", allow_mixed=True)
+    allowed = kiln_data.assemble(nodes, _fabric(list(recs)), mode="quick", allow_mixed=True)
     assert allowed["fabric"][0]["status"] == "PASS" and "mixed versions allowed" in allowed["fabric"][0]["detail"]
     assert allowed["nodes"]["c2"]["status"] == "PASS"
     # a fabric test over the equal nodes only is judged as usual
-    assert kb.assemble(nodes, _fabric(["c1", "c3"]), mode="quick")["fabric"][0]["status"] == "PASS"
+    assert kiln_data.assemble(nodes, _fabric(["c1", "c3"]), mode="quick")["fabric"][0]["status"] == "PASS"
 
 
 def test_burnin_warns_for_packages_not_at_kilns_pins_even_when_mixed_is_allowed():
     rec = record("c2", installed=OLD)
     rows = kd.node_drift("c2", rec)
-    out = kb.assemble(_cpu_nodes({"c2": _stack(rec, rows)}), [], mode="quick", allow_mixed=True)
+    out = kiln_data.assemble(_cpu_nodes({"c2": _stack(rec, rows)}), [], mode="quick", allow_mixed=True)
     check = next(c for c in out["nodes"]["c2"]["checks"] if c["id"] == "stack.versions")
     assert check["status"] == "WARN" and f"nvidia-open-580: {OLD} (kiln intends {NEW})" in check["detail"]
 

@@ -29,8 +29,9 @@ from kiln_loader import load_source
 from kiln_playbook import ANSIBLE_PLAYBOOK, run_playbook
 
 from kiln_paths import REPO
+import kiln_data
 RDMA = REPO / "tests" / "fixtures" / "rdma"
-RULES = fc.load_fabric_thresholds()
+RULES = kiln_data.fabric_rules()
 EXPECT = {"ports": 8, "rate_gbps": 400, "width": "4X", "link_layer": "InfiniBand", "exclude": ["mlx5_8"]}
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOOLS = {"kiln-cpu-allreduce": "/usr/local/bin/kiln-cpu-allreduce", "mpirun": "/usr/bin/mpirun",
@@ -92,7 +93,7 @@ def run(state: Path, run_id: str, fab: dict[str, Any], after: Any = "same", mode
     history = pp.fabric_history(kiln_baseline.load(str(state), "c1"))
     data = node(fab, history, after)
     data.update(extra)
-    out = kb.assemble({"c1": data}, [], mode=mode)
+    out = kiln_data.assemble({"c1": data}, [], mode=mode)
     kb.report(run_id, mode, out, str(state.parent / run_id), state_dir=str(state))
     return out["nodes"]["c1"]
 
@@ -338,7 +339,7 @@ def test_acceptance_without_an_expectation_is_incomplete_naming_the_variable():
     vanished = facts()
     del vanished["hcas"][5]  # an HCA gone: the node's own ports cannot show it
     for fab in (facts(), vanished):
-        out = kb.assemble({"c1": node(fab, expect=None)}, [], mode="acceptance")["nodes"]["c1"]
+        out = kiln_data.assemble({"c1": node(fab, expect=None)}, [], mode="acceptance")["nodes"]["c1"]
         assert out["status"] == "INCOMPLETE"
         for cid in ("fabric.ports", "fabric.rate", "fabric.counters", "fabric.counters.during_run"):
             got = check_of(out, cid)
@@ -347,23 +348,23 @@ def test_acceptance_without_an_expectation_is_incomplete_naming_the_variable():
     half = facts()
     for hca in half["hcas"][:8]:  # a fleet-wide half-rate link
         hca["ports"][0].update(rate_gbps=200.0, rate="200 Gb/sec (4X HDR)", speed="HDR")
-    out = kb.assemble({"c1": node(half, expect=None)}, [], mode="acceptance")["nodes"]["c1"]
+    out = kiln_data.assemble({"c1": node(half, expect=None)}, [], mode="acceptance")["nodes"]["c1"]
     assert out["status"] == "INCOMPLETE" and "kiln_burnin_fabric_expect" in check_of(out, "fabric.rate")["detail"]
     no_hca = dict(facts(), hcas=[])
-    out = kb.assemble({"c1": node(no_hca, expect=None)}, [], mode="acceptance")["nodes"]["c1"]
+    out = kiln_data.assemble({"c1": node(no_hca, expect=None)}, [], mode="acceptance")["nodes"]["c1"]
     assert check_of(out, "fabric.ports")["status"] == "INCOMPLETE"
 
 
 def test_acceptance_with_an_expectation_from_inventory_or_history_is_judged():
-    assert kb.assemble({"c1": node(facts())}, [], mode="acceptance")["nodes"]["c1"]["fabric"]["expected_source"] == \
+    assert kiln_data.assemble({"c1": node(facts())}, [], mode="acceptance")["nodes"]["c1"]["fabric"]["expected_source"] == \
         "inventory"
     history = pp.fabric_history([baseline_record(facts())])
-    out = kb.assemble({"c1": node(facts(), history, expect=None)}, [], mode="acceptance")["nodes"]["c1"]
+    out = kiln_data.assemble({"c1": node(facts(), history, expect=None)}, [], mode="acceptance")["nodes"]["c1"]
     assert check_of(out, "fabric.ports")["status"] == "PASS" and out["fabric"]["expected_source"] == "history"
-    none = kb.assemble({"c1": node(dict(facts(), hcas=[]), expect={"ports": 0})}, [], mode="acceptance")["nodes"]["c1"]
+    none = kiln_data.assemble({"c1": node(dict(facts(), hcas=[]), expect={"ports": 0})}, [], mode="acceptance")["nodes"]["c1"]
     assert check_of(none, "fabric.ports")["status"] == "SKIP"
     # outside acceptance the node's own expectation still judges (weaker, as documented)
-    assert check_of(kb.assemble({"c1": node(facts(), expect=None)}, [], mode="default")["nodes"]["c1"],
+    assert check_of(kiln_data.assemble({"c1": node(facts(), expect=None)}, [], mode="default")["nodes"]["c1"],
                     "fabric.ports")["status"] == "PASS"
 
 

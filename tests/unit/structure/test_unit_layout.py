@@ -11,7 +11,7 @@ import re
 from kiln_paths import REPO
 
 UNIT = REPO / "tests" / "unit"
-SHARED = {"conftest.py", "kiln_paths.py", "kiln_loader.py", "kiln_playbook.py", "README.md"}
+SHARED = {"conftest.py", "kiln_paths.py", "kiln_loader.py", "kiln_playbook.py", "kiln_data.py", "README.md"}
 
 
 def _dirs() -> set[str]:
