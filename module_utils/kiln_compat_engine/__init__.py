@@ -12,7 +12,7 @@ package only interprets it. Modules, in dependency order:
 - ``versions``: version ordering and arithmetic
 - ``violations``: the violation record and its helpers
 - ``lookup``: data entries for a GPU, OS, CUDA release, driver branch
-- ``stack``: a stack checked, normalised and canonicalised
+- ``stack``: a stack checked, normalised and canonicalised once (:class:`CheckedStack`, the value passed down)
 - ``choose``: the newest driver / cuDNN / NCCL that fits (shared by fixes and the recommender)
 - ``resolve``, ``packages``, ``repos``: exact versions, package strings, repositories
 - ``rules``: the rule engine, one module per rule family

@@ -21,7 +21,7 @@ from .data import compat_data
 from .errors import CompatError
 from .lookup import _os_entry
 from .schema import show
-from .stack import _normalise_stack
+from .stack import checked
 from .versions import _ge, _major, _mm, kiln_version_key
 
 
@@ -114,7 +114,7 @@ def kiln_container_plan(stack: Mapping[str, Any]) -> dict[str, Any]:
     no CDI); ``cdi`` is true when the stack asks for it and the engine has it (preflight refuses the
     other case, rule engine-cdi). ``config_version`` is containerd's config format (2 for 1.x, 3 for 2.x).
     """
-    s = _normalise_stack(stack)
+    s = checked(stack)
     d = compat_data()["container_engine"]
     eng = engine_versions(s)
     out: dict[str, Any] = {"engine": None, "containerd": None, "cdi": False, "enroot": None, "pyxis": None}
@@ -147,7 +147,7 @@ def kiln_container_plan(stack: Mapping[str, Any]) -> dict[str, Any]:
 
 def engine_packages(stack: Mapping[str, Any], mgr: str, el: str | None, os_id: str | None) -> list[str]:
     """Pinned package strings of the stack's engine (``[]`` without one)."""
-    s = _normalise_stack(stack)
+    s = checked(stack)
     eng = engine_versions(s)
     if not eng:
         return []

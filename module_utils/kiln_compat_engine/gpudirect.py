@@ -21,7 +21,7 @@ from .errors import CompatError
 from .lookup import _gpu_entry
 from .resolve import kiln_resolve_stack
 from .schema import STACK_FIELDS, describe
-from .stack import _normalise_stack
+from .stack import checked
 from .versions import _ge
 
 METHODS = ("dma_buf", "peermem", "none")
@@ -80,7 +80,7 @@ def kiln_gpudirect(stack: Mapping[str, Any] | None, kernel: str | None = None) -
     method whose conditions fail gives ``none`` (preflight refuses such a stack). ``kernel`` (the
     host's ``ansible_facts['kernel']``) overrides ``kiln_stack.kernel``.
     """
-    s = _normalise_stack(stack)
+    s = checked(stack)
     kern = _check_kernel(kernel)
     d = compat_data()["ofed"]["gpudirect"]
     ofed = s.get("ofed") or {}

@@ -18,7 +18,7 @@ from .errors import CompatError
 from .lookup import _doca_release, _driver_branch, _os_entry
 from .resolve import kiln_resolve_stack
 from .schema import show
-from .stack import _normalise_stack
+from .stack import checked
 from .versions import _major, _mm, _slurm_major
 
 
@@ -74,6 +74,7 @@ def kiln_pkg(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = Non
     """
     if not isinstance(component, str) or component not in PACKAGE_COMPONENTS:
         raise CompatError(f"kiln_pkg: unknown component {show(component)}; use one of {list(PACKAGE_COMPONENTS)}")
+    stack = checked(stack)  # once: the helpers below take this value, never the raw input again
     r = kiln_resolve_stack(stack)
     mgr, el = _pkg_mgr_and_el(pkg_mgr, r)
     fields: dict[str, Any] = {"el": el or ""}
@@ -193,7 +194,7 @@ def kiln_ofed_builds(stack: Mapping[str, Any], os_id: str | None = None) -> dict
     data/compat.yml); mlnx or no ofed: ``{}``. ``build: None`` means the package is installed at the
     repository's candidate and held there (preflight plan lists it under ``candidates``).
     """
-    s = _normalise_stack(stack)
+    s = stack = checked(stack)
     kind = (s.get("ofed") or {}).get("kind")
     if kind == "inbox":
         return {g: kiln_distro_build(stack, g, os_id) for g in OFED_GROUPS["inbox"]}
@@ -226,7 +227,7 @@ def kiln_distro_build(stack: Mapping[str, Any], component: str, os_id: str | Non
     """
     if not isinstance(component, str) or component not in _BUILD_KEY:
         raise CompatError(f"kiln_distro_build: unknown component {show(component)}; use one of {list(_BUILD_KEY)}")
-    s = _normalise_stack(stack)
+    s = checked(stack)
     osx = _os_entry(os_id or s.get("os") or "")
     os_key = osx[0] if osx else None
     builds = s.get("builds") or {}
@@ -276,7 +277,7 @@ def kiln_packages(stack: Mapping[str, Any], os: str | None = None) -> dict[str, 
     A distribution package without a recorded build is a bare name (see kiln_distro_build).
     """
     out: dict[str, list[str]] = {}
-    s = _normalise_stack(stack)
+    s = stack = checked(stack)
     for comp in PACKAGE_COMPONENTS:
         if comp in DISTRO_COMPONENTS:
             if not (os or s.get("os")) or (comp in ("munge", "pmix") and not s.get("slurm")):

@@ -17,7 +17,7 @@ from .gpudirect import kiln_gpudirect
 from .packages import DISTRO_COMPONENTS, PACKAGE_COMPONENTS, kiln_distro_build, kiln_ofed_builds, kiln_pkg
 from .repos import _check_repos, kiln_doca_repo, kiln_repo, kiln_torch_index
 from .resolve import kiln_resolve_stack
-from .stack import stack_problems
+from .stack import checked, stack_problems
 
 
 def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence[str]],
@@ -57,6 +57,7 @@ def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence
                 host_to_stack[str(h)] = idx
             continue
         try:
+            raw, stack = stack, checked(stack)  # checked once; every helper below takes this value
             resolved = kiln_resolve_stack(stack)
             entry["resolved"] = {k: v for k, v in resolved.items() if k != "gpu_info"}
             if resolved.get("gpu_info"):
@@ -101,7 +102,7 @@ def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence
                 if "container_engine" in pk and (resolved.get("container_engine") or {}).get("kind") == "distro" \
                         and not all(b["recorded"] for b in (containers.engine_versions(resolved) or {}).get("builds", {}).values()):
                     entry["candidates"].append("container_engine")
-            elif stack:
+            elif raw:
                 entry["errors"].append("no (known) kiln_stack.os: package strings cannot be rendered")
             if (resolved.get("ofed") or {}).get("kind"):
                 entry["gpudirect"] = kiln_gpudirect(stack)

@@ -13,7 +13,7 @@ from .choose import _dcgm_cuda_major
 from .data import compat_data
 from .errors import CompatError
 from .lookup import _cuda_release, _driver_branch, _gpu_entry, _os_entry, _parse_nccl, _parse_torch
-from .stack import _canonical, _normalise_stack
+from .stack import CheckedStack, checked
 from .versions import _ge, _major, _mm, kiln_version_key
 
 
@@ -27,7 +27,15 @@ def kiln_resolve_stack(stack: Mapping[str, Any]) -> dict[str, Any]:
     name (``cudnn: 9.5.1`` -> ``9.5.1.17``); ``resolved_from`` maps each such key
     to what was written. A malformed or ambiguous stack raises CompatError.
     """
-    s, asked, problems = _canonical(_normalise_stack(stack))
+    c = checked(stack)
+    if "resolved" not in c.memo:
+        c.memo["resolved"] = _resolve(c)
+    return copy.deepcopy(c.memo["resolved"])
+
+
+def _resolve(c: CheckedStack) -> dict[str, Any]:
+    """:func:`kiln_resolve_stack` of a CheckedStack (computed once per value, kept in its memo)."""
+    s, asked, problems = dict(c.canonical), dict(c.asked), list(c.ambiguities)
     if problems:
         raise CompatError("kiln: " + " | ".join(f"{p['message']} Fix: {p['fix']}" for p in problems))
     d = compat_data()

@@ -1,17 +1,21 @@
 # Copyright: kiln contributors
 # SPDX-License-Identifier: MIT
-"""A kiln_stack as the rules see it: checked, normalised and canonicalised.
+"""A kiln_stack as the rules see it: checked, normalised and canonicalised -- once.
 
 :func:`stack_problems` applies the schema (module ``schema``) with the
 data-dependent checks (the ``os`` and the RDMA stack kind must be ones the data
-knows); :func:`_normalise_stack` turns a well-formed stack into plain strings;
-:func:`_canonical` resolves versions given with fewer components to the unique
-release they name.
+knows); :func:`checked` turns a well-formed stack into a :class:`CheckedStack`: plain
+strings (``normal``), versions given with fewer components resolved to the unique
+release they name (``canonical``, :func:`_canonical`), and what was ambiguous. Every
+engine function takes either the raw input or a CheckedStack; :func:`checked` returns a
+CheckedStack unchanged, so a caller that checks once (the plan, ``kiln_pkg`` over its
+helpers) hands one value down and nothing re-reads the raw input.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import schema
@@ -76,11 +80,55 @@ def _problems_text(problems: Sequence[Mapping[str, str]], limit: int = 5) -> str
     return " | ".join(lines)
 
 
-def _normalise_stack(stack: Any) -> dict[str, Any]:
-    """A well-formed stack as plain strings (null values dropped); CompatError naming the key otherwise."""
+@dataclass(frozen=True)
+class CheckedStack(Mapping[str, Any]):
+    """A kiln_stack checked against the schema once: the one value the engine passes down.
+
+    It reads as the mapping ``normal`` (``s.get("os")``), so a function written for a normalised
+    stack takes it as it is.
+
+    ``normal``: plain strings, null values dropped; ``canonical``: ``normal`` with versions given with
+    fewer components replaced by the release they name; ``asked``: ``{component: what was written}``
+    for those; ``ambiguities``: violations for versions that name more than one release. ``memo``
+    holds what the engine derives from it (the resolved stack), computed once per value.
+    """
+
+    normal: Mapping[str, Any]
+    canonical: Mapping[str, Any]
+    asked: Mapping[str, str]
+    ambiguities: tuple[dict[str, Any], ...]
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.normal[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.normal)
+
+    def __len__(self) -> int:
+        return len(self.normal)
+
+
+def checked(stack: Any) -> CheckedStack:
+    """*stack* checked, normalised and canonicalised (a CheckedStack is returned as it is);
+    CompatError naming the key and the fix when it is malformed."""
+    if isinstance(stack, CheckedStack):
+        return stack
     problems = stack_problems(stack)
     if problems:
         raise CompatError(f"kiln: {_problems_text(problems)}")
+    return _checked_well_formed(stack)
+
+
+def _checked_well_formed(stack: Any) -> CheckedStack:
+    """A CheckedStack of a stack :func:`stack_problems` found no problem in (the caller checked it)."""
+    normal = _plain(stack)
+    canonical, asked, ambiguities = _canonical(normal)
+    return CheckedStack(normal, canonical, asked, tuple(ambiguities))
+
+
+def _plain(stack: Any) -> dict[str, Any]:
+    """A schema-checked stack as plain strings (null values dropped)."""
     if stack is None:
         return {}
     out: dict[str, Any] = {}

@@ -17,7 +17,7 @@ from typing import Any
 from .. import schema
 from ..errors import CompatError
 from ..schema import show
-from ..stack import _canonical, _normalise_stack, _problems_text, stack_problems
+from ..stack import _checked_well_formed, _problems_text, stack_problems
 from ..violations import WARNING, _violation
 from . import cluster, containers, cuda, dcgm, denylist, fabricmanager, gpu, ofed
 from .context import Checker
@@ -115,8 +115,9 @@ def kiln_stack_violations(stack: Mapping[str, Any] | None, allow: Sequence[Mappi
         return _invalid(problems)
     allow_list = _check_allow(allow)
     day = _parse_today(today)
-    norm, _asked, result = _canonical(_normalise_stack(stack))
-    result = result + run_checks(Checker(norm, day, detected or (), detected_hcas or ()))
+    c = _checked_well_formed(stack)  # checked above; checked once
+    result = [dict(v) for v in c.ambiguities] + run_checks(Checker(dict(c.canonical), day, detected or (),
+                                                                   detected_hcas or ()))
     reasons = {a["rule"]: a["reason"] for a in allow_list}
     for v in result:
         if v["rule"] in reasons:
