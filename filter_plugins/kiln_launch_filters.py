@@ -1,6 +1,6 @@
 # Copyright: kiln contributors
 # SPDX-License-Identifier: MIT
-"""kiln burn-in launch filter: the registry (name -> function) of module_utils/kiln/burnin/launch.py."""
+"""kiln burn-in launch filters: the registry (name -> function) of module_utils/kiln/burnin/launch.py and context.py."""
 
 import site
 from pathlib import Path
@@ -8,6 +8,7 @@ from typing import Any
 
 site.addsitedir(str(Path(__file__).resolve().parents[1] / "module_utils"))  # docs/architecture.md "Python layout"
 
+from kiln.burnin import context  # noqa: E402
 from kiln.burnin import launch as kiln_launch  # noqa: E402
 
 
@@ -19,4 +20,5 @@ class FilterModule:
             "kiln_launch_mode": kiln_launch.kiln_launch_mode,
             "kiln_launch_program": kiln_launch.kiln_launch_program,
             "kiln_launch_argv": kiln_launch.kiln_launch_argv,
+            "kiln_launch_context": context.kiln_launch_context,
         }

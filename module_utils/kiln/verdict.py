@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import re
 import statistics
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence

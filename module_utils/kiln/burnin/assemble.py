@@ -14,7 +14,6 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from . import baseline as kiln_baseline
-from ..health import rules as kiln_health
 from . import isolate as kiln_isolate
 from ..nccl import parse as kiln_nccl
 from . import report as kiln_report
@@ -24,6 +23,7 @@ from .checks import (
     expected_gpu_count, failed_before_pairs, health_checks, nccl_check, node_sku, passive_checks,
     relative_single_node, required_checks, tools_check,
 )
+from .evidence import node_evidence
 from .pair_phase import pair_checks, state_band
 from . import fabric_checks as kiln_burnin_fabric_checks
 from . import fabric_pairs as kiln_burnin_fabric_pairs
@@ -103,11 +103,12 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
     """Per-node checks and fabric checks from the raw data the playbook collected.
 
     *nodes*: ``{name: {kiln_gpu, gpu_present, expected_gpus, history_gpus, engine, kernel_log, xid_log,
-    dcgm: {present, rc, stdout}, nccl: {text, rc, timed_out, engine}, sku, excluded: "why"}}``
-    (every key optional).
+    dcgm: {present, rc, stdout}, nccl: {text, rc, timed_out, engine}, sku, excluded: "why", ...}}``
+    (every key optional), each read once into a :class:`~.evidence.NodeEvidence` (an unknown key or a
+    value of the wrong type is a KilnConfigError naming the node and the key).
     *fabric*: ``[{id, nodes, ranks, text, rc, timed_out, engine, sku, reference}]``.
     *pairs*: the pair phase (``{results, nodes, baselines, excluded, confirm, band}`` from
-    pair_start/pair_round); adds each node's pair and baseline checks.
+    pair_start/pair_round; band and confirm travel in that state); adds each node's pair and baseline checks.
     *expected*: every node the inventory's burn-in group names for this run;
     one that sent no data (unreachable, failed before preflight) is INCOMPLETE.
     *final*: the run's verdict (every check the mode requires must be there);
@@ -134,68 +135,67 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
             for member in entry["pair"]:
                 pair_artifacts.setdefault(member, os.path.dirname(rel) + "/")
     level = DCGM_LEVELS.get(mode, 2)
-    nodes = {str(k): (v if isinstance(v, Mapping) else {}) for k, v in (nodes or {}).items()}
+    evidence = {str(k): node_evidence(str(k), v if isinstance(v, Mapping) else {}) for k, v in (nodes or {}).items()}
     fabric_rules = kiln_burnin_fabric_checks.load_fabric_thresholds(fabric_path) if any(
-        isinstance(n.get("fabric"), Mapping) for n in nodes.values()) else {}
-    expected_nodes = sorted({str(n) for n in (expected or [])} | set(nodes))
-    stack_versions = {name: (node.get("stack") or {}).get("versions") for name, node in nodes.items()
-                      if isinstance(node.get("stack"), Mapping)}
+        isinstance(ev.fabric, Mapping) for ev in evidence.values()) else {}
+    expected_nodes = sorted({str(n) for n in (expected or [])} | set(evidence))
+    stack_versions = {name: ev.stack.get("versions") for name, ev in evidence.items() if isinstance(ev.stack, Mapping)}
     out_nodes: Dict[str, Dict[str, Any]] = {}
     pair_phase = mode in kiln_isolate.MODES and len(expected_nodes) > 1
     for name in expected_nodes:
-        if name not in nodes:
+        if name not in evidence:
             checks = [check("burnin.reached", INCOMPLETE, "no burn-in data from this node: unreachable, or it "
                             "failed before the preflight finished (see the play output); an expected node is "
                             "never left out of the verdict")]
             out_nodes[name] = {"checks": checks, **kiln_verdict.aggregate_node(checks)}
             continue
-        node = nodes[name]
-        gpu_present = bool(node.get("gpu_present"))
-        want_gpus = expected_gpu_count(node.get("expected_gpus"), node.get("history_gpus"))
+        ev = evidence[name]
+        gpu_present = ev.gpu_present
+        want_gpus = expected_gpu_count(ev.expected_gpus, ev.history_gpus)
         gpu_node = gpu_present or bool(want_gpus)
-        engine = node.get("engine") or ("nccl-tests" if gpu_node else "cpu")
+        engine = ev.engine or ("nccl-tests" if gpu_node else "cpu")
         checks = []
-        if "tools" in node:
-            checks.append(tools_check(node["tools"] or {}))
-        checks += passive_checks(node.get("kiln_gpu"), want_gpus, node.get("xid_log") or "", node.get("kernel_log"))
+        if ev.collected("tools"):
+            checks.append(tools_check(ev.tools or {}))
+        checks += passive_checks(ev.kiln_gpu, want_gpus, ev.xid_log, ev.kernel_log)
         if gpu_node:
-            checks += health_checks(node.get("kiln_gpu"), health)
-        if "dcgm" in node:
+            checks += health_checks(ev.kiln_gpu, health)
+        if ev.collected("dcgm"):
             artifact = None
-            if results_dir and (node["dcgm"] or {}).get("stdout"):
-                artifact = _write(results_dir, f"{name}/dcgm_r{level}.txt", node["dcgm"]["stdout"])
-            checks.append(dcgm_diag_check(level, node["dcgm"], gpu_node, mode, health, artifact))
-        if "nccl" in node:
-            run = node["nccl"] or {}
+            if results_dir and (ev.dcgm or {}).get("stdout"):
+                artifact = _write(results_dir, f"{name}/dcgm_r{level}.txt", ev.dcgm["stdout"])
+            checks.append(dcgm_diag_check(level, ev.dcgm, gpu_node, mode, health, artifact))
+        if ev.collected("nccl"):
+            run = ev.nccl or {}
             if not run.get("ran"):
                 why = run.get("why") or "no NVIDIA GPU on this node"
-                wanted = gpu_node and engine == "nccl-tests" and not node.get("excluded")
+                wanted = gpu_node and engine == "nccl-tests" and not ev.excluded
                 checks.append(check("nccl.single_node.all_reduce", INCOMPLETE if wanted else SKIP, why))
             elif not gpu_present:
                 checks.append(check("nccl.single_node.all_reduce", INCOMPLETE,
                                     "contradictory: an all-reduce result from a node with no GPU on PCI; not judged"))
             else:
-                sku = node_sku(floors, node)
+                sku = node_sku(floors, ev.as_node())
                 if not sku:
                     raise kiln_verdict.KilnConfigError(
-                        f"{name}: cannot map its GPU ({node.get('gpu_name') or 'unknown model'}) to a SKU in "
+                        f"{name}: cannot map its GPU ({ev.gpu_name or 'unknown model'}) to a SKU in "
                         "data/burnin_floors.yml; set kiln_burnin_sku for this host or add the model")
                 spec = kiln_verdict.lookup_floor(floors, sku, "any", "single_node", overrides=overrides)
                 artifact = _write(results_dir, f"{name}/nccl_node.txt", run.get("text", "")) if results_dir else None
                 checks.append(nccl_check("nccl.single_node.all_reduce", run, spec, artifact))
         fabric_required: List[str] = []
         fabric_entry = None
-        if isinstance(node.get("fabric"), Mapping):
-            fab = node_fabric(name, node["fabric"], gpu_node, fabric_rules, mode, node.get("fabric_after"), final)
+        if isinstance(ev.fabric, Mapping):
+            fab = node_fabric(name, ev.fabric, gpu_node, fabric_rules, mode, ev.fabric_after, final)
             checks += fab["checks"]
             fabric_required, fabric_entry = fab["required"], fab["entry"]
-        if node.get("rdma"):
-            checks += [dict(c) for c in node["rdma"] if isinstance(c, Mapping)]
+        if ev.rdma:
+            checks += [dict(c) for c in ev.rdma]
             fabric_required.append(RDMA_CHECK)
-        if isinstance(node.get("stack"), Mapping):
-            checks.append(stack_check(name, node["stack"], stack_versions, allow_mixed))
-        if node.get("excluded"):
-            checks.append(check("burnin.scope", SKIP, str(node["excluded"])))
+        if isinstance(ev.stack, Mapping):
+            checks.append(stack_check(name, ev.stack, stack_versions, allow_mixed))
+        if ev.excluded:
+            checks.append(check("burnin.scope", SKIP, ev.excluded))
         if name in (pairs.get("excluded") or {}):
             out = pairs["excluded"][name]
             checks.append(check("burnin.scope", out.get("status") or SKIP, out.get("why") or "left out"))
@@ -209,8 +209,8 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
         out_nodes[name] = {"checks": checks, **kiln_verdict.aggregate_node(checks)}
         if fabric_entry is not None:
             out_nodes[name]["fabric"] = fabric_entry
-        if node.get("sku") or gpu_node:
-            out_nodes[name]["gpu_sku"] = node_sku(floors, node)
+        if ev.sku or gpu_node:
+            out_nodes[name]["gpu_sku"] = node_sku(floors, ev.as_node())
     relative_single_node(out_nodes, (pairs.get("single_baselines") or {}), baseline_band)
 
     out_fabric = []

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 

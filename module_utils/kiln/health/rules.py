@@ -35,8 +35,7 @@ row-remapping GPU (Ampere+).
 from __future__ import annotations
 
 import copy
-import os
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Tuple
 
 from .. import verdict as kiln_verdict
 from .dcgm_diag import dcgm_test_key
