@@ -43,13 +43,24 @@ SCHEMA = "kiln.fabric/v1"
 
 #: sysfs ``hca_type`` -> HCA generation. The number is the PCI device id in decimal
 #: (MT4129 = 0x1021). Source: the PCI ID repository's vendor 15b3 entries
-#: (pci.ids: 1013 ConnectX-4, 1015 ConnectX-4 Lx, 1017 ConnectX-5, 1019 ConnectX-5 Ex,
-#: 101b ConnectX-6, 101d ConnectX-6 Dx, 101f ConnectX-6 Lx, 1021 ConnectX-7, 1023 ConnectX-8,
-#: a2d2 BlueField, a2d6 BlueField-2, a2dc BlueField-3) and the mlx5 driver's id table
-#: (drivers/net/ethernet/mellanox/mlx5/core/main.c ``mlx5_core_pci_table``); the kernel's
-#: mlx5_ib prints ``hca_type`` as ``MT%d`` of the PCI device id.
+#: (pci.ids: 1003 ConnectX-3, 1007 ConnectX-3 Pro, 1013 ConnectX-4, 1015 ConnectX-4 Lx,
+#: 1017 ConnectX-5, 1019 ConnectX-5 Ex, 101b ConnectX-6, 101d ConnectX-6 Dx, 101f ConnectX-6 Lx,
+#: 1021 ConnectX-7, 1023 ConnectX-8, a2d2 BlueField, a2d6 BlueField-2, a2dc BlueField-3; the
+#: virtual functions clouds pass through: 1014 ConnectX-4 VF, 1016 ConnectX-4 Lx VF, 1018
+#: ConnectX-5 VF, 101a ConnectX-5 Ex VF, 101c ConnectX-6 VF -- Azure ND A100 v4 shows MT4124) and
+#: the drivers' id tables (mlx5 ``mlx5_core_pci_table``, mlx4 ``mlx4_pci_table``); mlx5_ib and
+#: mlx4_ib print ``hca_type`` as ``MT%d`` of the PCI device id. A virtual function is its
+#: physical generation here (same driver, same OFED support); 101e ("ConnectX Family mlx5Gen
+#: Virtual Function", MT4126) names no single generation and stays unknown.
 HCA_MODELS: dict[str, str] = {
+    "MT4099": "ConnectX-3",
+    "MT4103": "ConnectX-3 Pro",
     "MT4115": "ConnectX-4",
+    "MT4116": "ConnectX-4",
+    "MT4118": "ConnectX-4 Lx",
+    "MT4120": "ConnectX-5",
+    "MT4122": "ConnectX-5 Ex",
+    "MT4124": "ConnectX-6",
     "MT4117": "ConnectX-4 Lx",
     "MT4119": "ConnectX-5",
     "MT4121": "ConnectX-5 Ex",

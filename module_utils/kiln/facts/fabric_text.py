@@ -52,6 +52,10 @@ def _finish_ibstat(hca: dict[str, Any], problems: list[str]) -> None:
             problems.append(f"ibstat {where} port {port['port']}: no {', '.join(missing)} (truncated or unparseable output)")
 
 
+#: ibstat's ``Rate:`` value: Gb/s, with the speed in brackets where ibstat adds it (``40 (FDR10)``).
+_IBSTAT_RATE = re.compile(r"^\s*(\d{1,6}(?:\.\d{1,6})?)\s*(?:\(\s*[A-Za-z0-9]{2,8}\s*\))?\s*$")
+
+
 def parse_ibstat(text: Any) -> dict[str, Any]:
     """``ibstat`` text -> ``{'hcas': [{name, hca_type, model, fw_ver, ..., ports: [...]}], 'problems'}``.
 
@@ -111,8 +115,10 @@ def parse_ibstat(text: Any) -> dict[str, Any]:
             if port["phys_state"] is None:
                 problems.append(f"{where}: physical state {_clip(value)} is not known")
         elif key == "rate":
+            # "400", or with the speed ibstat names when the rate alone is ambiguous: "40 (FDR10)"
+            match = _IBSTAT_RATE.match(value)
             try:
-                rate = float(value)
+                rate = float(match.group(1)) if match else float("nan")
             except ValueError:
                 rate = float("nan")
             if not math.isfinite(rate) or rate <= 0 or rate > 100000:

@@ -24,7 +24,7 @@ NEW_RULES = ("ofed-mlnx-eol", "doca-os", "doca-kernel", "doca-profile", "ofed-hc
              "gpudirect-peermem-inbox", "gpudirect-dmabuf-flavor", "gpudirect-dmabuf-kernel", "gpudirect-dmabuf-cuda",
              "gpudirect-dmabuf-gpu")
 GOOD_DMA = {"driver_flavor": "open", "kernel": "6.8.0-45-generic", "cuda": "13.0.2", "gpu": "H100"}
-HCAS = ["ConnectX-4", "ConnectX-4 Lx", "ConnectX-5", "ConnectX-5 Ex", "ConnectX-6", "ConnectX-6 Dx", "ConnectX-6 Lx",
+HCAS = ["ConnectX-3", "ConnectX-3 Pro", "ConnectX-4", "ConnectX-4 Lx", "ConnectX-5", "ConnectX-5 Ex", "ConnectX-6", "ConnectX-6 Dx", "ConnectX-6 Lx",
         "ConnectX-7", "ConnectX-8", "BlueField", "BlueField-2", "BlueField-3"]
 
 
@@ -42,7 +42,7 @@ def test_new_rule_ids_are_registered() -> None:
 # schema
 
 @pytest.mark.parametrize(("stack", "key", "text"), [
-    ({"hca": "ConnectX-9"}, "kiln_stack.hca", "known: ConnectX-4"),
+    ({"hca": "ConnectX-9"}, "kiln_stack.hca", "known: ConnectX-3, ConnectX-3 Pro, ConnectX-4"),
     ({"hca": ["ConnectX-7", "Connectx-7"]}, "kiln_stack.hca[1]", "Did you mean 'ConnectX-7'?"),
     ({"hca": [7]}, "kiln_stack.hca[0]", "the YAML integer 7"),
     ({"hca": ["ConnectX-7"] * 17}, "kiln_stack.hca", "at most 16"),

@@ -30,10 +30,15 @@ def _all(prefix: str) -> list[Path]:
 # --------------------------------------------------------------------------- contract constants
 def test_hca_models_contract():
     assert kf.HCA_MODELS == {
+        "MT4099": "ConnectX-3", "MT4103": "ConnectX-3 Pro",
         "MT4115": "ConnectX-4", "MT4117": "ConnectX-4 Lx", "MT4119": "ConnectX-5", "MT4121": "ConnectX-5 Ex",
         "MT4123": "ConnectX-6", "MT4125": "ConnectX-6 Dx", "MT4127": "ConnectX-6 Lx", "MT4129": "ConnectX-7",
-        "MT4131": "ConnectX-8", "MT41682": "BlueField", "MT41686": "BlueField-2", "MT41692": "BlueField-3"}
-    assert int("1021", 16) == 4129
+        "MT4131": "ConnectX-8", "MT41682": "BlueField", "MT41686": "BlueField-2", "MT41692": "BlueField-3",
+        # virtual functions (clouds): their physical generation
+        "MT4116": "ConnectX-4", "MT4118": "ConnectX-4 Lx", "MT4120": "ConnectX-5", "MT4122": "ConnectX-5 Ex",
+        "MT4124": "ConnectX-6"}
+    assert int("1021", 16) == 4129 and int("101c", 16) == 4124 and int("1003", 16) == 4099
+    assert "MT4126" not in kf.HCA_MODELS  # "ConnectX Family mlx5Gen Virtual Function": no single generation
 
 
 def test_perfquery_names_map_onto_contract_counters():
@@ -98,11 +103,57 @@ def test_ibstat_roce_cx6dx_clean():
     assert parsed["hcas"][1]["sys_image_guid"] == "0c42:a103:001d:d12a"
 
 
-def test_ibstat_unknown_generation_and_truncated_port():
+def test_ibstat_connectx3_and_truncated_port():
     parsed = kt.parse_ibstat(_rec("ibstat-cx3-fdr-dual-port.txt"))
     assert len(parsed["hcas"][0]["ports"]) == 2 and parsed["hcas"][0]["ports"][1]["rate_gbps"] == 56.0
-    assert any("MT4099" in p and "HCA_MODELS" in p for p in parsed["problems"])
+    assert parsed["hcas"][0]["model"] == "ConnectX-3"  # MT4099, known since issue 33
+    assert not any("HCA_MODELS" in p for p in parsed["problems"])
     assert any("port 2: no link_layer" in p for p in parsed["problems"])
+    unknown = kt.parse_ibstat(_rec("ibstat-cx3-fdr-dual-port.txt").replace("MT4099", "MT4126"))
+    assert any("MT4126" in p and "HCA_MODELS" in p for p in unknown["problems"])
+
+
+IBSTAT_FDR10 = """CA 'mlx4_0'
+\tCA type: MT4099
+\tNumber of ports: 1
+\tFirmware version: 2.42.5000
+\tHardware version: 1
+\tNode GUID: 0x0002c90300a1b2c0
+\tSystem image GUID: 0x0002c90300a1b2c3
+\tPort 1:
+\t\tState: Active
+\t\tPhysical state: LinkUp
+\t\tRate: 40 (FDR10)
+\t\tBase lid: 7
+\t\tLMC: 0
+\t\tSM lid: 1
+\t\tCapability mask: 0x02514868
+\t\tPort GUID: 0x0002c90300a1b2c1
+\t\tLink layer: InfiniBand
+"""
+
+
+@pytest.mark.parametrize("rate, gbps", [("40 (FDR10)", 40.0), ("40", 40.0), ("56", 56.0), ("14 (FDR10)", 14.0),
+                                        ("25.78125", 25.78125), (" 200 ( HDR ) ", 200.0)])
+def test_ibstat_rate_with_the_speed_ibstat_adds(rate, gbps):
+    parsed = kt.parse_ibstat(IBSTAT_FDR10.replace("40 (FDR10)", rate))
+    assert parsed["problems"] == [] and parsed["hcas"][0]["ports"][0]["rate_gbps"] == gbps
+    assert parsed["hcas"][0]["model"] == "ConnectX-3"
+
+
+@pytest.mark.parametrize("rate", ["(FDR10)", "40 FDR10", "40 (FDR10", "nan", "inf (EDR)", "-40", "0", "40 (F D R)",
+                                  "1" * 40, "40 (FDR10) (EDR)"])
+def test_ibstat_rate_that_is_not_one_is_named(rate):
+    parsed = kt.parse_ibstat(IBSTAT_FDR10.replace("40 (FDR10)", rate))
+    assert parsed["hcas"][0]["ports"][0]["rate_gbps"] is None
+    assert any("is not a number of Gb/s" in p for p in parsed["problems"])
+
+
+@pytest.mark.parametrize("hca_type, model", [("MT4124", "ConnectX-6"), ("MT4118", "ConnectX-4 Lx"),
+                                             ("MT4099", "ConnectX-3"), ("MT41692", "BlueField-3")])
+def test_cloud_virtual_functions_and_older_hcas_have_facts(hca_type, model):
+    parsed = kt.parse_ibstat(IBSTAT_FDR10.replace("MT4099", hca_type))
+    assert parsed["hcas"][0]["model"] == model and parsed["problems"] == []
 
 
 def test_ibstat_scrubbed_and_mixed_with_ibpanic():
