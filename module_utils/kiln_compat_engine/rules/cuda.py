@@ -48,11 +48,15 @@ def r_cudnn(ck: Checker) -> None:
         if not ok:
             target = _pick_cudnn(cuda_full, ck.gpu)
             have = ", ".join(f"{lo}-{hi}" for lo, hi in (rel.get("cuda") or {}).values())
+            # An entry's confidence may soften the edge of a CUDA range it lists, never invent a build:
+            # no build for this CUDA major at all is an error whatever the entry's confidence.
+            no_build = not rng
             ck.add(_violation(
                 "cudnn-cuda", ["cudnn", "cuda"],
-                f"cuDNN {ver} is built for CUDA {have}, not for CUDA {ck.cuda_txt()}.",
+                f"cuDNN {ver} is built for CUDA {have}, not for CUDA {ck.cuda_txt()}"
+                + (f": no cuDNN {ver} build exists for CUDA {major}.x." if no_build else "."),
                 f"Set kiln_stack.cudnn to {target}." if target else "Pick a cuDNN release built for this CUDA.",
-                {"cudnn": target} if target else None, rel["confidence"], rel["source"]))
+                {"cudnn": target} if target else None, "DERIVED" if no_build else rel["confidence"], rel["source"]))
     if ck.gpu and rel.get("min_cc") and _cc_tuple(ck.gpu["cc"]) < _cc_tuple(rel["min_cc"]):
         target = _pick_cudnn(ck.cuda[0], ck.gpu) if ck.cuda else None
         ck.add(_violation(
@@ -76,7 +80,10 @@ def r_nccl(ck: Checker) -> None:
         if not usable:
             target = _pick_nccl(cuda_full, ck.gpu)
             incomplete = not build and _major(cuda_full) in (rel.get("builds_unknown_for") or [])
-            conf = "UNVERIFIED" if incomplete else _worst_conf(
+            # no build of this CUDA major among those the entry names (and none said to exist unnamed):
+            # an error whatever the entry's confidence, which may soften a range's edge, never invent a build
+            no_build = not incomplete and not any(_major(b) == _major(cuda_full) for b in builds)
+            conf = "UNVERIFIED" if incomplete else "DERIVED" if no_build else _worst_conf(
                 rel.get("builds_confidence", rel["confidence"]),
                 ck.d["nccl"]["runs_on_same_major_newer_minor"]["confidence"])
             gap = (f" NCCL {ver} is published for CUDA {_major(cuda_full)}, but kiln's data does not name that "

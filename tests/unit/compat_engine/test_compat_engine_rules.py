@@ -291,3 +291,30 @@ def test_every_rule_function_of_every_family_runs() -> None:
 ], ids=["dcgm-driver", "dcgm-gpu", "dcgm-exporter", "ofed-mlnx-support"])
 def test_dcgm_and_rdma_families(stack: dict[str, Any], expected: dict[str, str]) -> None:
     assert rules(kiln_stack_violations(stack, today="2026-12-02")) == expected  # ofed-mlnx-eol reads the date
+
+
+# -- confidence softens an edge, never invents a build (issue 33 item 5) ---------------------------------------
+
+@pytest.mark.parametrize("stack", [
+    {"cuda": "13.0", "cudnn": "8.9.7.29"},   # UNVERIFIED entry: no cuDNN 8 build for CUDA 13 exists at all
+    {"cuda": "13.0", "cudnn": "8.9.0.131"},
+    {"cuda": "11.8", "cudnn": "9.17.1.4"},
+])
+def test_no_build_for_the_cuda_major_is_an_error_whatever_the_confidence(stack) -> None:
+    from kiln_compat_engine.rules import kiln_stack_violations
+    found = [v for v in kiln_stack_violations(stack) if v["rule"] == "cudnn-cuda"]
+    assert found and all(v["severity"] == "error" for v in found), found
+    assert "no cuDNN" in found[0]["message"] and "build exists for CUDA" in found[0]["message"]
+
+
+def test_an_unverified_nccl_entry_without_a_build_for_the_major_is_still_an_error(monkeypatch) -> None:
+    from kiln_compat_engine.data import compat_data
+    from kiln_compat_engine.rules import kiln_stack_violations
+    rel = compat_data()["nccl"]["releases"]["2.21.5"]
+    monkeypatch.setitem(rel, "confidence", "UNVERIFIED")
+    monkeypatch.setitem(rel, "builds_confidence", "UNVERIFIED")
+    (found,) = [v for v in kiln_stack_violations({"cuda": "13.0", "nccl": "2.21.5"}) if v["rule"] == "nccl-cuda"]
+    assert found["severity"] == "error"
+    # the same entry, short of a minor inside a major it has builds for, keeps its softened edge
+    (edge,) = [v for v in kiln_stack_violations({"cuda": "12.2", "nccl": "2.21.5"}) if v["rule"] == "nccl-cuda"]
+    assert edge["severity"] == "warning"
