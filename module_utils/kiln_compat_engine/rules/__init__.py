@@ -28,7 +28,7 @@ RULES = (
     "gpu-driver-min", "gpu-driver-max", "driver-flavor-branch", "driver-flavor-gpu", "fabricmanager-driver", "cuda-os",
     "cudnn-cuda", "cudnn-gpu", "nccl-cuda", "nccl-gpu", "torch-cuda", "torch-gpu", "torch-driver", "dcgm-driver",
     "dcgm-gpu", "dcgm-cuda", "dcgm-exporter", "ofed-mlnx-support", "gpudirect-flavor", "gpudirect-kernel",
-    "ofed-mlnx-eol", "doca-os", "doca-kernel", "doca-profile", "ofed-hca", "hca-detected-unknown",
+    "ofed-mlnx-eol", "doca-version", "doca-os", "doca-kernel", "doca-profile", "ofed-hca", "hca-detected-unknown",
     "gpudirect-peermem-inbox", "gpudirect-dmabuf-flavor", "gpudirect-dmabuf-kernel", "gpudirect-dmabuf-cuda",
     "gpudirect-dmabuf-gpu",
     "engine-os", "engine-cdi", "containerd-cdi", "engine-toolkit", "engine-containerd", "enroot-kernel",

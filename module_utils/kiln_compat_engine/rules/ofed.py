@@ -88,6 +88,8 @@ def r_ofed(ck: Checker) -> None:
         _mlnx_eol(ck)
     if kind == "doca" and ver:
         _doca(ck, ver)
+    if kind == "doca" and not ver:
+        _doca_unpinned(ck)
     _ofed_hca(ck)
     _hca_detected(ck)
     _gpudirect(ck)
@@ -113,6 +115,19 @@ def _mlnx_eol(ck: Checker) -> None:
             f"MLNX_OFED is legacy: its last LTS ({mlnx['last_release']}) is supported until {mlnx['support_until']}, "
             f"after which preflight refuses it; new features are only in DOCA-OFED.", fix, fix_stack, conf,
             mlnx["source"], severity=WARNING))
+
+
+def _doca_unpinned(ck: Checker) -> None:
+    """``ofed: {kind: doca}`` names no release: doca-ofed would come at whatever the repository offers."""
+    target = _doca_target(ck, ck.os[0] if ck.os else None, [h for h, _ in _hcas(ck)])
+    d = ck.d["ofed"]["kinds"]["doca"]
+    ck.add(_violation(
+        "doca-version", ["ofed"],
+        "kiln_stack.ofed is DOCA-OFED without a version: doca-ofed would be installed at whatever the DOCA "
+        "repository offers that day, unpinned, and two runs could install two releases.",
+        f"Set kiln_stack.ofed.version to \"{target}\" (the newest DOCA release kiln knows for this OS and HCAs)."
+        if target else "Set kiln_stack.ofed.version to the DOCA-Host release you mirror (e.g. \"3.2.1\").",
+        {"ofed": dict(ck.s["ofed"], version=target)} if target else None, "VERIFIED", d["source"]))
 
 
 def _doca(ck: Checker, ver: str) -> None:

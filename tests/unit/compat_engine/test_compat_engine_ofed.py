@@ -357,3 +357,15 @@ def test_plan_shows_rdma_packages_repository_and_gpudirect() -> None:
     assert doca["gpudirect"]["method"] == "peermem"
     text = "\n".join(kiln_plan_text(plan))
     assert "gpudirect" in text and "hca" in text and "repo doca" in text
+
+
+def test_doca_without_a_version_is_refused_with_the_release_to_pin() -> None:
+    """issue 33: `ofed: {kind: doca}` installed doca-ofed unpinned; now preflight refuses it and names a release."""
+    from kiln_compat_engine.rules import kiln_stack_violations
+    (found,) = [v for v in kiln_stack_violations({"os": "ubuntu-24.04", "hca": "ConnectX-7", "ofed": {"kind": "doca"}})
+                if v["rule"] == "doca-version"]
+    assert found["severity"] == "error" and "unpinned" in found["message"]
+    fixed = found["fix_stack"]["ofed"] if found.get("fix_stack") else None
+    assert fixed and fixed["kind"] == "doca" and fixed["version"]
+    assert not [v for v in kiln_stack_violations({"os": "ubuntu-24.04", "hca": "ConnectX-7", "ofed": fixed})
+                if v["rule"] == "doca-version"]
