@@ -153,3 +153,12 @@ def test_a_bare_name_is_installed_at_the_candidate_and_then_kept() -> None:
     assert kept["unchanged"] == ["prometheus-node-exporter"] and kept["changes"] == []
     with pytest.raises(AnsibleFilterError, match="not an exact apt pin"):
         kiln_pkg_plan(["munge=; rm -rf /"], {}, "apt")
+
+
+def test_nccl_2_21_5_has_the_cuda_12_5_build_nvidia_ships() -> None:
+    """issue 33: NVIDIA's CUDA 12.5 images pin libnccl2=2.21.5-1+cuda12.5; kiln knew only the 12.4 build."""
+    from kiln_compat_engine.packages import kiln_pkg
+    assert kiln_pkg({"os": "ubuntu-22.04", "cuda": "12.5", "nccl": "2.21.5"}, "nccl") == [
+        "libnccl2=2.21.5-1+cuda12.5", "libnccl-dev=2.21.5-1+cuda12.5"]
+    assert kiln_pkg({"os": "ubuntu-22.04", "cuda": "12.4", "nccl": "2.21.5"}, "nccl") == [
+        "libnccl2=2.21.5-1+cuda12.4", "libnccl-dev=2.21.5-1+cuda12.4"]
