@@ -162,3 +162,13 @@ def test_nccl_2_21_5_has_the_cuda_12_5_build_nvidia_ships() -> None:
         "libnccl2=2.21.5-1+cuda12.5", "libnccl-dev=2.21.5-1+cuda12.5"]
     assert kiln_pkg({"os": "ubuntu-22.04", "cuda": "12.4", "nccl": "2.21.5"}, "nccl") == [
         "libnccl2=2.21.5-1+cuda12.4", "libnccl-dev=2.21.5-1+cuda12.4"]
+
+
+def test_the_cudnn_and_nccl_nvidia_shipped_with_cuda_12_0_are_accepted_and_pinned() -> None:
+    """issue 33: CUDA 12.0 was accepted, but its images' cuDNN 8.8.0.121 and NCCL 2.16.5 were unknown."""
+    from kiln_compat_engine.packages import kiln_pkg
+    from kiln_compat_engine.rules import kiln_stack_violations
+    stack = {"os": "ubuntu-22.04", "cuda": "12.0", "cudnn": "8.8.0.121", "nccl": "2.16.5"}
+    assert not [v for v in kiln_stack_violations(stack) if v["rule"] in ("cudnn-cuda", "nccl-cuda", "unknown-version")]
+    assert kiln_pkg(stack, "cudnn")[0] == "libcudnn8=8.8.0.121-1+cuda12.0"
+    assert kiln_pkg(stack, "nccl")[0] == "libnccl2=2.16.5-1+cuda12.0"
