@@ -14,7 +14,7 @@ description:
   - Runs on the Ansible controller (C(localhost)). Takes what the burn-in playbook collected per node
     (GPU facts, kernel-log XIDs, tool paths, C(dcgmi diag) and single-node all-reduce outputs) and for the
     fabric (all-reduce output, iperf3 link rates), judges it with C(module_utils/kiln/burnin/assemble.py),
-    C(kiln.verdict.py) and the floors in C(data/burnin_floors.yml), and returns per-node verdicts.
+    C(module_utils/kiln/verdict.py) and the floors in C(data/burnin_floors.yml), and returns per-node verdicts.
   - With O(write=true) it also writes C(summary.json), C(summary.md), C(junit.xml), Prometheus textfiles and
     SVG plots (C(module_utils/kiln/burnin/report.py)) plus the raw outputs into O(results_dir).
 version_added: "0.1.0"
