@@ -123,7 +123,7 @@ def run_context(hosts: Mapping[str, Any], targets: Sequence[str], fabric_nodes: 
         host_facts = _fact(hosts, host, ["ansible_facts"], "gather its facts")
         slurm_names[host] = str(_fact(hosts, host, ["ansible_facts", "hostname"], "gather its facts"))
         addresses[host] = str((host_facts.get("default_ipv4") or {}).get("address") or "")
-        versions[host] = hosts[host].get("__burnin_versions")
+        versions[host] = _fact(hosts, host, ["__burnin_versions"], fix)  # a mixed-version check needs every one
     return {"first": first, "engine": engine, "iface": iface, "exe": exe, "pair_exe": pair_exe, "ppn": ppn,
             "nccl_env": nccl_env, "env": {**mca, **(nccl_env if engine == "nccl-tests" else {})},
             "slurm_names": slurm_names, "addresses": addresses, "versions": versions}

@@ -70,6 +70,8 @@ def test_the_operators_arguments_and_ranks_win() -> None:
     ({"c1": host(iface="eth0,eth1")}, ["c1"], KNOBS, "interface name"),
     (HOSTS, ["c1", "c3"], KNOBS, "'c3' has no facts"),
     (HOSTS, [], KNOBS, "no target hosts"),
+    ({"c1": host(), "c2": {k: v for k, v in host().items() if k != "__burnin_versions"}}, ["c1", "c2"], KNOBS,
+     "'c2' has no __burnin_versions"),
     (HOSTS, ["c1"], dict(KNOBS, ranks_per_node=1.5), "kiln_burnin_fabric_ranks_per_node"),
     (HOSTS, ["c1"], dict(KNOBS, ranks_per_node=True), "kiln_burnin_fabric_ranks_per_node"),
     (HOSTS, ["c1"], dict(KNOBS, nccl_env=["NCCL_DEBUG=INFO"]), "kiln_burnin_nccl_env"),
