@@ -39,7 +39,10 @@ options:
     type: dict
     required: true
   fabric:
-    description: Fabric runs, C([{id, ran, nodes, text, rc, timed_out, engine, sku, fabric, test, iperf}]).
+    description:
+      - Fabric runs, C([{id, ran, nodes, text, rc, timed_out, engine, sku, fabric, test, iperf, link_expected}]).
+      - C(iperf) is each node's link result (filter kiln_iperf_link); C(link_expected) the nodes that were to measure
+        one (a fabric node without a rate leaves the check INCOMPLETE).
     type: list
     elements: dict
     default: []
@@ -165,7 +168,8 @@ written:
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln.burnin.assemble import assemble, iperf_reference, report
+from ansible.module_utils.kiln.burnin.assemble import assemble, report
+from ansible.module_utils.kiln.burnin.iperf import iperf_reference
 from ansible.module_utils.kiln.health.rules import load_health
 from ansible.module_utils.kiln.verdict import KilnConfigError, load_floors
 
@@ -201,8 +205,8 @@ def main() -> None:
     fabric = []
     for entry in params["fabric"]:
         entry = dict(entry)
-        if entry.get("iperf") and not entry.get("reference"):
-            entry["reference"] = iperf_reference(entry["iperf"])
+        if (entry.get("iperf") or entry.get("link_expected")) and not entry.get("reference"):
+            entry["reference"] = iperf_reference(entry.get("iperf") or [], entry.get("link_expected") or [])
         fabric.append(entry)
     try:
         floors = load_floors(params["floors_path"])

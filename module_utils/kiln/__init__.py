@@ -6,7 +6,8 @@ Families, from the bottom up; a family imports its own modules, the shared bases
 listed before it, never one after it (tests/unit/structure/test_module_families.py):
 
 - bases, importable by every family: ``errors`` (kiln's one filter error), ``clock`` (UTC time),
-  ``datafiles`` (the repository's data/ directory),
+  ``datafiles`` (the repository's data/ directory), ``process`` (runs a program and keeps all
+  of its output),
   ``verdict`` (busbw, floors, statuses and exit codes; reads nccl-tests results)
 - ``nccl``: the nccl-tests parsers (text, ``-J`` JSON, kiln's CPU engine)
 - ``facts``: hardware facts readers (nvidia-smi, PCI, InfiniBand sysfs and tools, netdev names)

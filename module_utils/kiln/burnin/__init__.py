@@ -11,6 +11,7 @@
 - ``pair_phase``: swap mode and the pair phase (who takes part, what Slurm state to work in)
 - ``fabric_checks``, ``fabric_pairs``: the fabric judges (ports, counters, GPUDirect, ib_write_bw)
 - ``rdma``: the RDMA pair phase's plan and argv, as filters
+- ``iperf``: the iperf3 link rates between node pairs (one node's result, the run's reference)
 - ``report``: summary.json / .md, JUnit XML, Prometheus textfile, SVG
 - ``assemble``: every check together: the run's summary, scheduler actions and history records
 - ``lock``: the cluster lock and restore journal

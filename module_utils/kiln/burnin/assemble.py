@@ -252,6 +252,15 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
             link_gbs = float(ref["value"]) / 8.0 if ref.get("unit") == "Gbit/s" else float(ref["value"])
             ref["ratio"] = round(float(result["value"]) / link_gbs, 3) if link_gbs > 0 else None
             result["reference"] = ref
+        elif ref:
+            result["reference"] = dict(ref)
+        unmeasured = (ref or {}).get("unmeasured") or []
+        if unmeasured and result["status"] in (PASS, WARN):
+            # The link phase is part of what the mode measures: a fabric node whose iperf3 rate is missing
+            # (an error, unreadable output, or its phase did not finish on it) leaves the run unproven.
+            result["status"] = INCOMPLETE
+            result["detail"] = ("not judged: the raw link rate (iperf3) was not measured for "
+                                + "; ".join(unmeasured) + f" (measured: {result.get('detail') or ''})")
         out_fabric.append(result)
     passed = sorted(n for n, rec in out_nodes.items() if rec["status"] in (PASS, WARN))
     out: Dict[str, Any] = {"nodes": out_nodes, "fabric": out_fabric, "passed": passed}
@@ -294,18 +303,6 @@ def stack_check(name: str, stack: Mapping[str, Any], versions: Mapping[str, Any]
         return check("stack.versions", WARN, f"{why} (playbooks/drift.yml shows every difference)", **extra)
     note = f"; differs from other nodes, allowed: {', '.join(differs)}" if differs else ""
     return check("stack.versions", PASS, f"{summary}; as-built {stack.get('as_built') or 'unknown'}{note}", **extra)
-
-
-def iperf_reference(results: Sequence[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
-    """Lowest iperf3 rate (Gbit/s) of the node pairs: the raw link the all-reduce is compared with."""
-    rates = [r for r in results if r.get("gbps")]
-    if not rates:
-        return None
-    low = min(rates, key=lambda r: r["gbps"])
-    return {"metric": "iperf3", "value": round(float(low["gbps"]), 3), "unit": "Gbit/s",
-            "pair": f"{low.get('client')}->{low.get('server')}",
-            "pairs": [{"pair": f"{r.get('client')}->{r.get('server')}", "gbps": round(float(r["gbps"]), 3)}
-                      for r in rates]}
 
 
 def report(run_id: str, mode: str, assembled: Mapping[str, Any], results_dir: str,

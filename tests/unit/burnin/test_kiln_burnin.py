@@ -10,6 +10,7 @@ import kiln_data
 sys.path.insert(0, str(REPO / "module_utils"))
 
 from kiln.burnin import assemble as kb  # noqa: E402
+from kiln.burnin.iperf import iperf_reference  # noqa: E402
 from kiln.burnin import report as kiln_report  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures" / "nccl-tests"
@@ -31,8 +32,8 @@ def test_assemble_and_report(tmp_path):
     }
     overrides = {"h100-sxm/any/single_node": 300}
     fabric = [{"id": "nccl.fabric.all_reduce", "ran": True, "nodes": ["cpu-1", "gpu-1"], "text": cpu, "rc": 0,
-               "sku": "cpu", "reference": kb.iperf_reference([{"client": "a", "server": "b", "gbps": 18.0},
-                                                               {"client": "b", "server": "a", "gbps": 16.0}])}]
+               "sku": "cpu", "reference": iperf_reference([{"client": "a", "server": "b", "gbps": 18.0},
+                                                            {"client": "b", "server": "a", "gbps": 16.0}])}]
     # quick mode: no pair phase is required (in default mode every node needs its pair result)
     out = kiln_data.assemble(nodes, fabric, mode="quick", overrides=overrides, results_dir=str(tmp_path))
     assert out["nodes"]["cpu-1"]["status"] == "PASS"          # tools present; GPU checks SKIP

@@ -210,8 +210,8 @@ needs_gpg = pytest.mark.skipif(not shutil.which("gpg"), reason="needs gpg (apt-g
 
 
 def _role_gpg_argv() -> list[str]:
-    task = next(t for t in _tasks(KEY_TASKS) if "ansible.builtin.command" in t)
-    return [str(a) for a in task["ansible.builtin.command"]["argv"]]
+    task = next(t for t in _tasks(KEY_TASKS) if "kiln_command" in t)
+    return [str(a) for a in task["kiln_command"]["argv"]]
 
 
 def show_keys(data: bytes) -> subprocess.CompletedProcess:

@@ -37,7 +37,7 @@ def _tasks(path: Path) -> list[dict]:
 
 
 def _module(task: dict) -> str:
-    return next(k for k in task if k.startswith("ansible.builtin.") or k == "kiln_files")
+    return next(k for k in task if k.startswith("ansible.builtin.") or k in ("kiln_files", "kiln_command"))
 
 
 def _walk(tasks: list[dict]) -> Iterator[dict]:
@@ -61,7 +61,7 @@ def test_repositories_are_configured_by_one_include():
 def test_key_tasks_loop_and_judge_every_key_before_keeping_any():
     key = _tasks(REPOS / "tasks" / "key.yml")
     modules = [_module(t) for t in key]
-    assert modules == ["ansible.builtin.uri", "ansible.builtin.slurp", "ansible.builtin.command",
+    assert modules == ["ansible.builtin.uri", "ansible.builtin.slurp", "kiln_command",
                        "ansible.builtin.assert", "ansible.builtin.set_fact"]
     for task in key[:3]:
         assert "__nvidia_repos_list" in task["loop"], task["name"]

@@ -36,7 +36,7 @@ from kiln_paths import REPO as ROOT
 
 SHELL_MODULES = frozenset({"shell", "ansible.builtin.shell", "ansible.legacy.shell",
                            "raw", "ansible.builtin.raw", "ansible.legacy.raw"})
-COMMAND_MODULES = frozenset({"command", "ansible.builtin.command", "ansible.legacy.command"})
+COMMAND_MODULES = frozenset({"command", "ansible.builtin.command", "ansible.legacy.command", "kiln_command"})
 QUOTE_FILTERS = frozenset({"quote", "ansible.builtin.quote"})
 SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "zsh"})
 _C_FLAG = re.compile(r"^-[a-zA-Z]*c[a-zA-Z]*$")  # -c, -ec, -euc ...
