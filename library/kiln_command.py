@@ -28,7 +28,10 @@ options:
     elements: str
     required: true
   stdin:
-    description: Text sent to the program's standard input (closed after it); without it the program reads /dev/null.
+    description:
+      - Text sent to the program's standard input (closed after it); without it the program reads /dev/null.
+      - Shown in the result's invocation as M(ansible.builtin.command) shows its O(stdin): a task that pipes a secret sets
+        C(no_log). (A no_log option would make Ansible mask every occurrence of the value in stdout too.)
     type: str
 author: kiln
 """

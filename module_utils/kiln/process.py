@@ -21,7 +21,6 @@ Standard library only; importable as ``kiln.process`` and as ``ansible.module_ut
 from __future__ import annotations
 
 import datetime
-import os
 import subprocess
 from typing import Any, Dict, Optional, Sequence
 
@@ -32,26 +31,24 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def run_argv(argv: Sequence[str], *, stdin: Optional[str] = None,
-             env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+def run_argv(argv: Sequence[str], *, stdin: Optional[str] = None) -> Dict[str, Any]:
     """Run *argv* (no shell) to its end; the result has ansible.builtin.command's keys.
 
     ``{cmd, rc, stdout, stderr, stdout_lines, stderr_lines, start, end, delta}``; stdout and stderr
     are whole (decoded as UTF-8, undecodable bytes replaced) with trailing newlines removed, as
     ansible.builtin.command does. A program that cannot be started gives rc 127 (not found) or 126
     (not executable) and the reason in stderr -- the shell's codes -- never an exception. *stdin* is
-    sent and closed; without it the child reads /dev/null. *env* is added to this process's
-    environment. ``start`` and ``end`` are UTC (``2026-12-06 22:14:06.010177+00:00``; kiln records no
+    sent and closed; without it the child reads /dev/null (the environment is this process's, which a
+    task's ``environment:`` sets). ``start`` and ``end`` are UTC (``2026-12-06 22:14:06.010177+00:00``; kiln records no
     local time).
     """
     args = [str(a) for a in argv]
     if not args:
         raise ValueError("run_argv: an empty argv runs nothing")
     started = datetime.datetime.now(datetime.timezone.utc)
-    child_env = dict(os.environ, **env) if env else None
     try:
         proc = subprocess.Popen(args, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except FileNotFoundError as exc:
         rc, out, err = 127, b"", f"{args[0]}: not found ({exc.strerror})".encode()
     except PermissionError as exc:

@@ -71,12 +71,13 @@ def test_the_module_in_a_playbook_keeps_late_output_and_fails_like_command(tmp_p
             {"name": "late", "kiln_command": {"argv": LATE}, "register": "late", "loop": [1, 2, 3]},
             {"name": "fails", "kiln_command": {"argv": [sys.executable, "-c", "import sys; print('why'); sys.exit(2)"]},
              "register": "fails", "failed_when": False},
+            {"name": "stdin", "kiln_command": {"argv": ["cat"], "stdin": "kiln-secret-4711"}, "register": "piped"},
             {"name": "check mode skips it", "kiln_command": {"argv": ["touch", str(tmp_path / "touched")]},
              "register": "checked", "check_mode": True},
             {"name": "save", "ansible.builtin.copy": {
                 "dest": str(tmp_path / "r.json"), "mode": "0600",
                 "content": "{{ {'late': late.results | map(attribute='stdout') | map('length') | list,"
-                           " 'fails': fails, 'checked': checked} | to_json }}"}},
+                           " 'fails': fails, 'checked': checked, 'piped': piped} | to_json }}"}},
         ],
     }]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
@@ -88,3 +89,5 @@ def test_the_module_in_a_playbook_keeps_late_output_and_fails_like_command(tmp_p
     assert data["fails"]["rc"] == 2 and data["fails"]["stdout"] == "why"
     assert data["fails"]["msg"] == "non-zero return code"
     assert data["checked"].get("skipped") is True and not (tmp_path / "touched").exists()
+    assert data["piped"]["stdout"] == "kiln-secret-4711"  # stdin reaches the program
+

@@ -11,16 +11,14 @@ why its output is never read.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
 
 import yaml
 
 from kiln_paths import REPO
-from test_no_shell_interpolation import _Loader
+from test_no_shell_interpolation import _Loader, walk_tasks
 
 COMMAND = frozenset({"command", "ansible.builtin.command", "ansible.legacy.command",
                      "shell", "ansible.builtin.shell", "ansible.legacy.shell"})
-_LISTS = frozenset({"block", "rescue", "always", "tasks", "pre_tasks", "post_tasks", "handlers"})
 #: (file, task name) -> why its registered result is never read for its output.
 ALLOWED = {
     ("roles/munge/tasks/key.yml", "key | Generate the key once on the key host from /dev/urandom"):
@@ -44,22 +42,11 @@ def _files() -> list[Path]:
     return files
 
 
-def _tasks(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, list):
-        for item in node:
-            yield from _tasks(item)
-    elif isinstance(node, dict):
-        yield node
-        for key, value in node.items():
-            if key in _LISTS:
-                yield from _tasks(value)
-
-
 def _registered_commands() -> list[tuple[str, str]]:
     found = []
     for path in _files():
         rel = str(path.relative_to(REPO))
-        for task in _tasks(yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)):  # noqa: S506 - SafeLoader
+        for task in walk_tasks(yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)):  # noqa: S506 - SafeLoader
             if task.get("register") and COMMAND & set(task):
                 found.append((rel, str(task.get("name"))))
     return found
@@ -80,6 +67,7 @@ def test_the_allowed_list_names_only_tasks_that_exist():
     assert set(ALLOWED) <= set(_registered_commands()), set(ALLOWED) - set(_registered_commands())
 
 
-def test_the_rule_catches_a_registered_command(tmp_path):
-    tasks = [{"name": "x", "block": [{"name": "read", "ansible.builtin.command": {"argv": ["sinfo"]}, "register": "r"}]}]
-    assert [t.get("name") for t in _tasks(tasks) if t.get("register") and COMMAND & set(t)] == ["read"]
+def test_the_rule_catches_a_registered_command():
+    tasks = [{"name": "x", "block": [{"name": "read", "ansible.builtin.command": {"argv": ["sinfo"]}, "register": "r"},
+                                     {"name": "ok", "kiln_command": {"argv": ["sinfo"]}, "register": "s"}]}]
+    assert [t.get("name") for t in walk_tasks(tasks) if t.get("register") and COMMAND & set(t)] == ["read"]
