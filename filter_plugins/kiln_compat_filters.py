@@ -44,6 +44,8 @@ class FilterModule:
             "kiln_version_sort": versions.kiln_version_sort,
             "kiln_version_key": versions.kiln_version_key,
             "kiln_pkg": packages.kiln_pkg,
+            "kiln_pkg_modules": packages.kiln_pkg_modules,
+            "kiln_pkg_replaces": packages.kiln_pkg_replaces,
             "kiln_packages": packages.kiln_packages,
             "kiln_distro_build": packages.kiln_distro_build,
             "kiln_tool": packages.kiln_tool,

@@ -36,11 +36,26 @@ options:
     elements: str
   groups:
     description:
-      - C(state=pinned) only, instead of O(packages)/O(owner)/O(absent) -- C({owner, packages, absent, problems, defer})
-        per owner. Any C(problems) message refuses the whole batch before anything changes; a group with
+      - C(state=pinned) only, instead of O(packages)/O(owner)/O(absent)/O(modules) -- C({owner, packages, absent,
+        replaces, modules, problems, defer}) per owner. Any C(problems) message refuses the whole batch before anything changes; a group with
         C(defer=true) is left out (its role installs it later, after adding its own repository).
     type: list
     elements: dict
+  replaces:
+    description:
+      - C(state=pinned), globs of a name prefix and one C(*) (e.g. C(nvidia-open-[0-9]*)): installed packages they
+        match, other than the pinned names, are released and removed in the install's transaction -- another
+        driver branch's metapackage and Fabric Manager on a branch change (apt names carry the branch).
+    type: list
+    elements: str
+  modules:
+    description:
+      - C(state=pinned), dnf only, the module streams (C(<module>:<stream>), e.g. C(nvidia-driver:580-open)) that must
+        be the enabled ones before the install, read from /etc/dnf/modules.d. A module enabled at another stream is
+        reset and the wanted stream enabled (a driver branch change), then the pins are installed; check mode reports
+        C(module <name>: <from> -> <to>). A stream's packages are invisible to dnf until it is enabled.
+    type: list
+    elements: str
   optional:
     description:
       - C(state=present) only, bare names installed (with O(packages), in the same transaction) when the
@@ -116,6 +131,8 @@ RETURN = r"""
 owner: {description: The owner given., returned: always, type: str}
 names: {description: The package names of O(packages)., returned: always, type: list}
 changes: {description: "Version changes, C({name, from, to}); from is null for a new package.", returned: always, type: list}
+modules: {description: "state=pinned, module stream changes C({name, from, to}) (dnf); from is null for a module not enabled.",
+          returned: always, type: list}
 removes: {description: "Names removed (or that would be), from O(absent).", returned: always, type: list}
 report: {description: "state=pinned, one line per change: C(<owner>: changing) then C(name from -> to) / C(name removed).", returned: always, type: list}
 deferred: {description: "Owners of O(groups) with C(defer) (they install themselves later).", returned: always, type: list}
@@ -138,11 +155,11 @@ pins_dir_present: {description: "C(state=read), whether O(pins_dir) exists (no p
 
 import os
 import re
-import shutil
 import time
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kiln.packages.hostfiles import PolicyRcD, apt_cache_stale, read_pins
 from ansible.module_utils.kiln.packages.pkgdb import (
     BARE_NAME,
     OWNER,
@@ -152,8 +169,11 @@ from ansible.module_utils.kiln.packages.pkgdb import (
     kiln_pkg_plan,
     kiln_pkg_split,
     kiln_pkgdb_parse,
+    format_module_change,
     merge_groups,
-    parse_pins,
+    module_plan,
+    parse_module_state,
+    replaced_names,
     pins_record,
     unattended_conf,
 )
@@ -161,8 +181,8 @@ from ansible.module_utils.kiln.packages.pkgdb import (
 DPKG_QUERY_ARGV = ["dpkg-query", "-W", "-f", "${Package}\\t${Version}\\t${db:Status-Abbrev}\\t${Status}\\n"]
 RPM_QUERY_ARGV = ["rpm", "-qa", "--qf", "%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n"]
 VERSIONLOCK_LIST = "/etc/dnf/plugins/versionlock.list"
-POLICY_MARK = "# kiln: temporary policy-rc.d (kiln_packages)"
-APT_LISTS = "/var/lib/apt/lists"
+# dnf's persistent module state (one INI file per module).
+DNF_MODULES_D = "/etc/dnf/modules.d"
 _APT_MISSING = re.compile(r"(Version '[^']*' for '[^']*' was not found|Unable to locate package|has no installation candidate)")
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "DEBCONF_NONINTERACTIVE_SEEN": "true", "LC_ALL": "C", "LANG": "C"}
 
@@ -211,6 +231,30 @@ class Host:
             self.fail(f"cannot parse the package database: {exc}")
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def module_state(self) -> dict[str, dict[str, str]]:
+        """dnf's module state ({module: {stream, state}}), read from /etc/dnf/modules.d in-process."""
+        files: dict[str, str] = {}
+        if os.path.isdir(DNF_MODULES_D):
+            for entry in sorted(os.listdir(DNF_MODULES_D)):
+                if entry.endswith(".module"):
+                    path = os.path.join(DNF_MODULES_D, entry)
+                    with open(path, encoding="utf-8", errors="replace") as handle:
+                        files[path] = handle.read()
+        try:
+            return parse_module_state(files)
+        except PkgError as exc:
+            self.fail(f"cannot read dnf's module state: {exc}")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def switch_modules(self, changes: list[dict[str, Any]]) -> None:
+        """Enable each wanted stream; a module enabled at another stream is reset first (dnf refuses a
+        direct switch). The packages follow in the install transaction, at their exact pins."""
+        for change in changes:
+            if change["from"] is not None:
+                _run_or_raise(self, ["dnf", "-q", "-y", "module", "reset", change["name"]], "dnf module reset")
+            _run_or_raise(self, ["dnf", "-q", "-y", "module", "enable", f"{change['name']}:{change['to']}"],
+                          "dnf module enable")
+
     def set_hold(self, names: list[str], hold: bool) -> None:
         if not names:
             return
@@ -218,59 +262,6 @@ class Host:
             self.must(["apt-mark", "hold" if hold else "unhold"] + names, "apt-mark")
         else:
             self.must(["dnf", "-q", "-y", "versionlock", "add" if hold else "delete"] + names, "dnf versionlock")
-
-
-class PolicyRcD:
-    """A temporary /usr/sbin/policy-rc.d for the length of an apt transaction.
-
-    One left behind by an interrupted run (it carries POLICY_MARK) is cleared first,
-    and a site's own policy-rc.d is put back afterwards.
-    """
-
-    def __init__(self, code: int | None, path: str) -> None:
-        self.code = code
-        self.path = path
-        self.saved = path + ".kiln-saved"
-
-    def recover(self) -> None:
-        if os.path.exists(self.saved):
-            os.replace(self.saved, self.path)
-        elif os.path.exists(self.path):
-            with open(self.path, encoding="utf-8", errors="replace") as handle:
-                if POLICY_MARK in handle.read():
-                    os.unlink(self.path)
-
-    def __enter__(self) -> PolicyRcD:
-        self.recover()
-        if self.code is None:
-            return self
-        if os.path.exists(self.path):
-            shutil.copy2(self.path, self.saved)
-        tmp = self.path + ".kiln-tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(f"#!/bin/sh\n{POLICY_MARK}\nexit {int(self.code)}\n")
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, self.path)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.code is None:
-            return
-        if os.path.exists(self.saved):
-            os.replace(self.saved, self.path)
-        elif os.path.exists(self.path):
-            os.unlink(self.path)
-
-
-def apt_cache_stale(valid_time: int, stamp: str, now: float) -> bool:
-    """Whether the apt cache must be refreshed before an install."""
-    try:
-        lists = [n for n in os.listdir(APT_LISTS) if "_Packages" in n]
-    except OSError:
-        lists = []
-    if not lists or not os.path.exists(stamp):
-        return True
-    return valid_time <= 0 or now - os.stat(stamp).st_mtime >= valid_time
 
 
 def _run_or_raise(host: Host, argv: list[str], what: str) -> None:
@@ -347,25 +338,6 @@ def write_pins(module: AnsibleModule, pins_dir: str, owner: str, packages: list[
     return write_conf(module, os.path.join(pins_dir, f"{owner}.json"), pins_record(owner, packages))
 
 
-def read_pins(pins_dir: str) -> dict[str, list[str]]:
-    """owner -> pinned package strings of every ``<owner>.json`` under ``pins_dir`` (none: empty)."""
-    pins: dict[str, list[str]] = {}
-    if not pins_dir or not os.path.isdir(pins_dir):
-        return pins
-    for entry in sorted(os.listdir(pins_dir)):
-        if not entry.endswith(".json"):
-            continue
-        path = os.path.join(pins_dir, entry)
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            raise PkgError(f"the pins record {path} cannot be read ({exc})") from exc
-        owner, packages = parse_pins(path, text)
-        pins[owner] = packages
-    return pins
-
-
 def read_state(module: AnsibleModule, host: Host, params: dict[str, Any], result: dict[str, Any]) -> None:
     """The package database and the recorded pins, changing nothing."""
     db = host.read()
@@ -380,26 +352,38 @@ def read_state(module: AnsibleModule, host: Host, params: dict[str, Any], result
                       + ("" if present else f" ({params['pins_dir'] or 'no pins_dir'} is missing)"))
 
 
-def _group_msg(owner: str, changes: list[dict[str, Any]], removes: list[str]) -> str:
-    done = [format_change(c) for c in changes] + [f"{name} removed" for name in removes]
+def _group_msg(owner: str, changes: list[dict[str, Any]], removes: list[str],
+               modules: list[dict[str, Any]] | None = None) -> str:
+    done = [format_module_change(m) for m in modules or []] + [format_change(c) for c in changes] \
+        + [f"{name} removed" for name in removes]
     return f"{owner}: changing " + ", ".join(done) if done else f"{owner}: all pinned versions already installed"
 
 
 def pinned(module: AnsibleModule, host: Host, params: dict[str, Any], result: dict[str, Any]) -> None:
     """Every group's pins in one read, one transaction, one verify; a hold file per owner."""
     groups = params["groups"] or [{"owner": params["owner"], "packages": params["packages"] or [],
-                                   "absent": params["absent"] or []}]
+                                   "absent": params["absent"] or [], "modules": params["modules"] or [],
+                                   "replaces": params["replaces"] or []}]
     label = "+".join(str(g.get("owner")) for g in groups) if isinstance(groups, list) else "groups"
     try:
         merged = merge_groups(groups, host.pkg_mgr)
     except PkgError as exc:
         host.fail(f"{label}: nothing installed: {exc}")
     db = host.read()
+    merged_names = [kiln_pkg_split(spec, host.pkg_mgr, candidate_ok=True)["name"] for spec in merged["specs"]]
     try:
         plan = kiln_pkg_plan(merged["specs"], db["packages"], host.pkg_mgr, db["held"])
     except PkgError as exc:
         host.fail(f"{label}: {exc}")
     removes = [name for name in merged["absent"] if name in db["packages"]]
+    replaced: dict[str, list[str]] = {owner: replaced_names(group["replaces"], list(db["packages"]), merged_names)
+                                      for owner, group in merged["owners"].items()}
+    removes += [name for names in replaced.values() for name in names if name not in removes]
+    try:
+        streams = module_plan(merged["modules"], host.module_state()) if merged["modules"] else []
+    except PkgError as exc:
+        host.fail(f"{label}: {exc}")
+    result["modules"] = streams
     result.update(names=plan["names"], changes=plan["changes"], removes=removes,
                   unhold=plan["unhold"] + [n for n in removes if n in db["held"]],
                   hold=[n for n in plan["hold"] if not (module.check_mode and n in plan["installs"])])
@@ -407,14 +391,17 @@ def pinned(module: AnsibleModule, host: Host, params: dict[str, Any], result: di
     for owner, group in merged["owners"].items():
         mine = set(group["names"])
         changes = [c for c in plan["changes"] if c["name"] in mine]
-        gone = [n for n in group["absent"] if n in removes]
+        gone = [n for n in group["absent"] if n in removes] + [n for n in replaced[owner] if n not in group["absent"]]
+        switched = [m for m in streams if any(s.split(":", 1)[0] == m["name"] for s in group["modules"])]
         owners[owner] = {"packages": group["packages"], "absent": group["absent"], "names": group["names"], "changes": changes,
-                         "removes": gone, "msg": _group_msg(owner, changes, gone)}
+                         "removes": gone, "modules": group["modules"], "replaces": group["replaces"],
+                         "module_changes": switched,
+                         "msg": _group_msg(owner, changes, gone, switched)}
     result["owners"] = owners
     result["deferred"] = merged["deferred"]
-    result["report"] = [line for owner, o in owners.items() if o["changes"] or o["removes"]
-                        for line in [f"{owner}: changing"] + [format_change(c) for c in o["changes"]]
-                        + [f"{n} removed" for n in o["removes"]]]
+    result["report"] = [line for owner, o in owners.items() if o["changes"] or o["removes"] or o["module_changes"]
+                        for line in [f"{owner}: changing"] + [format_module_change(m) for m in o["module_changes"]]
+                        + [format_change(c) for c in o["changes"]] + [f"{n} removed" for n in o["removes"]]]
     result["msg"] = "; ".join(o["msg"] for o in owners.values())
     conf_dir = params["unattended_conf_dir"]
     for owner, group in merged["owners"].items():
@@ -423,7 +410,7 @@ def pinned(module: AnsibleModule, host: Host, params: dict[str, Any], result: di
             result["changed"] = True
         if params["pins_dir"] and write_pins(module, params["pins_dir"], owner, group["packages"]):
             result["changed"] = True
-    if not plan["changes"] and not plan["hold"] and not removes:
+    if not plan["changes"] and not plan["hold"] and not removes and not streams:
         result["installed"] = _installed(db, plan["names"])
         return
     result["changed"] = True
@@ -431,6 +418,13 @@ def pinned(module: AnsibleModule, host: Host, params: dict[str, Any], result: di
         result["installed"] = _installed(db, plan["names"])
         return
     release = plan["unhold"] + [n for n in removes if n in db["held"]]
+    if streams:
+        # before the install (a stream's packages are invisible until it is enabled); a failure here
+        # changed at most the module state, which a re-run plans again
+        try:
+            host.switch_modules(streams)
+        except PkgError as exc:
+            host.fail(f"{label}: {exc}", changes=plan["changes"], removes=removes)
     host.set_hold(release, hold=False)
     db = {**db, "held": [n for n in db["held"] if n not in release]}
     changing = {c["name"] for c in plan["changes"]}
@@ -451,10 +445,12 @@ def pinned(module: AnsibleModule, host: Host, params: dict[str, Any], result: di
     after = host.read()
     final = kiln_pkg_plan(merged["specs"], after["packages"], host.pkg_mgr, after["held"])
     left = [n for n in removes if n in after["packages"]]
-    if final["changes"] or final["hold"] or left:
+    streams_left = module_plan(merged["modules"], host.module_state()) if merged["modules"] else []
+    if final["changes"] or final["hold"] or left or streams_left:
         host.fail(f"{label}: after the install, not at the pins or not held: "
                   + ", ".join([format_change(c) for c in final["changes"]] + [f"{n} not held" for n in final["hold"]]
-                              + [f"{n} still installed" for n in left]),
+                              + [f"{n} still installed" for n in left]
+                              + [format_module_change(m) + " not done" for m in streams_left]),
                   changes=plan["changes"])
     result["installed"] = _installed(after, plan["names"])
 
@@ -544,6 +540,8 @@ def main() -> None:
             "packages": {"type": "list", "elements": "str"},
             "groups": {"type": "list", "elements": "dict"},
             "absent": {"type": "list", "elements": "str"},
+            "modules": {"type": "list", "elements": "str"},
+            "replaces": {"type": "list", "elements": "str"},
             "optional": {"type": "list", "elements": "str"},
             "state": {"type": "str", "choices": ["pinned", "held", "unheld", "present", "read"], "default": "pinned"},
             "owner": {"type": "str", "default": "common"},
@@ -560,11 +558,12 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
-    for option, state in (("groups", "pinned"), ("absent", "pinned"), ("optional", "present")):
+    for option, state in (("groups", "pinned"), ("absent", "pinned"), ("modules", "pinned"), ("replaces", "pinned"),
+                          ("optional", "present")):
         if params[option] and params["state"] != state:
             module.fail_json(msg=f"{option} is for state={state} only, not state={params['state']}: nothing changed")
-    if params["groups"] and (params["packages"] or params["absent"]):
-        module.fail_json(msg="give either groups (several owners) or packages/absent (one owner), not both")
+    if params["groups"] and (params["packages"] or params["absent"] or params["modules"] or params["replaces"]):
+        module.fail_json(msg="give either groups (several owners) or packages/absent/modules/replaces (one owner), not both")
     if params["packages"] is None and not params["groups"] and params["state"] != "read":
         module.fail_json(msg="packages is required unless groups is given")
     params["packages"] = params["packages"] or []
@@ -572,7 +571,7 @@ def main() -> None:
         module.fail_json(msg=f"owner {params['owner']!r} must be lower-case letters, digits and dashes "
                              "(it names the file 51kiln-hold-<owner>)")
     host = Host(module, params["pkg_mgr"], params["lock_timeout"])
-    result: dict[str, Any] = {"changed": False, "owner": params["owner"], "names": [], "changes": [], "removes": [],
+    result: dict[str, Any] = {"changed": False, "owner": params["owner"], "names": [], "changes": [], "removes": [], "modules": [],
                               "unhold": [], "hold": [], "installs": [], "owners": {}, "deferred": [], "report": [], "unavailable": [], "installed": {},
                               "cache_refreshed": False}
     if params["pkg_mgr"] == "apt" and not module.check_mode and params["state"] != "read":

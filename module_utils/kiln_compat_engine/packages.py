@@ -186,6 +186,45 @@ def kiln_pkg(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = Non
     return []
 
 
+def kiln_pkg_modules(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = None) -> list[str]:
+    """The dnf module streams a component's packages belong to, ``<module>:<stream>``: the driver's
+    ``nvidia-driver:<branch>-open`` (open kernel modules) or ``nvidia-driver:<branch>-dkms``
+    (proprietary) on EL, enabled before its packages install (they are invisible to dnf until
+    then). ``[]`` on apt, for a component without a stream, or when the component is absent.
+    ``pkg_mgr`` as for ``kiln_pkg``."""
+    if not isinstance(component, str) or component not in PACKAGE_COMPONENTS:
+        raise CompatError(f"kiln_pkg_modules: unknown component {show(component)}; use one of {list(PACKAGE_COMPONENTS)}")
+    stack = checked(stack)
+    r = kiln_resolve_stack(stack)
+    mgr, _el = _pkg_mgr_and_el(pkg_mgr, r)
+    if component != "driver" or not r.get("driver") or "driver_branch" not in r:
+        return []
+    tpl = compat_data()["packages"][mgr].get(f"driver_{r['driver_flavor']}") or {}
+    module = tpl.get("module")
+    return [module.format(branch=r["driver_branch"], version=r["driver"])] if module else []
+
+
+def kiln_pkg_replaces(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = None) -> list[str]:
+    """Globs of the packages a component's pins replace when installed under other names: on apt the
+    driver's metapackages and Fabric Manager carry the branch in their names (``nvidia-open-580``), so a
+    branch change (or a flavor change) removes ``nvidia-open-[0-9]*``, ``cuda-drivers-[0-9]*``,
+    ``nvidia-fabricmanager-[0-9]*`` and ``libnvidia-nscq-[0-9]*`` other than the new pins in the same
+    transaction. ``[]`` where the names do not change (dnf: one ``nvidia-open`` across branches, the
+    module stream switches) or the component is absent."""
+    if not isinstance(component, str) or component not in PACKAGE_COMPONENTS:
+        raise CompatError(f"kiln_pkg_replaces: unknown component {show(component)}; use one of {list(PACKAGE_COMPONENTS)}")
+    stack = checked(stack)
+    r = kiln_resolve_stack(stack)
+    mgr, _el = _pkg_mgr_and_el(pkg_mgr, r)
+    if component == "driver" and r.get("driver") and "driver_branch" in r:
+        key = f"driver_{r['driver_flavor']}"
+    elif component == "fabricmanager" and r.get("fabricmanager"):
+        key = "fabricmanager"
+    else:
+        return []
+    return list((compat_data()["packages"][mgr].get(key) or {}).get("replaces") or [])
+
+
 def kiln_ofed_builds(stack: Mapping[str, Any], os_id: str | None = None) -> dict[str, dict[str, Any]]:
     """The exact build of each package group of the stack's RDMA stack: ``{group: {build, from, recorded}}``.
 

@@ -15,6 +15,7 @@ Errors are ``PkgError`` (a ValueError) with a message that names the input.
 """
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -344,10 +345,11 @@ def merge_groups(groups: Sequence[Mapping[str, Any]], pkg_mgr: str) -> dict[str,
     owners: dict[str, dict[str, Any]] = {}
     deferred: list[str] = []
     problems: list[str] = []
+    modules: dict[str, tuple[str, str]] = {}
     for index, group in enumerate(groups):
         if not isinstance(group, Mapping):
             raise PkgError(f"package group {index} must be a mapping {{owner, packages}}, got {type(group).__name__}")
-        unknown = sorted(set(group) - {"owner", "packages", "absent", "problems", "defer"})
+        unknown = sorted(set(group) - {"owner", "packages", "absent", "problems", "defer", "modules", "replaces"})
         owner = group.get("owner")
         if unknown:
             raise PkgError(f"package group {index} ({owner}): unknown key(s) {', '.join(map(str, unknown))}")
@@ -356,7 +358,9 @@ def merge_groups(groups: Sequence[Mapping[str, Any]], pkg_mgr: str) -> dict[str,
         if owner in owners or owner in deferred:
             raise PkgError(f"package group {index}: owner {owner} appears twice")
         packages, gone, refusals = group.get("packages", []), group.get("absent", []), group.get("problems", [])
-        for key, value in (("packages", packages), ("absent", gone), ("problems", refusals)):
+        streams, globs = group.get("modules", []), group.get("replaces", [])
+        for key, value in (("packages", packages), ("absent", gone), ("problems", refusals), ("modules", streams),
+                           ("replaces", globs)):
             if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or \
                     not all(isinstance(item, str) for item in value):
                 raise PkgError(f"package group {owner}: {key} must be a list of strings")
@@ -378,21 +382,106 @@ def merge_groups(groups: Sequence[Mapping[str, Any]], pkg_mgr: str) -> dict[str,
         bad = [name for name in gone if not BARE_NAME.match(name)]
         if bad:
             raise PkgError(f"package group {owner}: packages to remove must be bare names: {', '.join(bad)}")
-        owners[owner] = {"packages": list(packages), "names": names, "absent": list(gone)}
+        for stream in streams:
+            name = module_stream_split(stream)[0]
+            if name in modules and modules[name][0] != stream:
+                raise PkgError(f"module {name} is wanted at two streams: {modules[name][0]} by {modules[name][1]}, "
+                               f"{stream} by {owner}")
+            modules.setdefault(name, (stream, owner))
+        if streams and pkg_mgr != "dnf":
+            raise PkgError(f"package group {owner}: module streams ({', '.join(streams)}) are dnf's; "
+                           f"this host's package manager is {pkg_mgr}")
+        bad = [glob for glob in globs if not REPLACES_GLOB.match(glob)]
+        if bad:
+            raise PkgError(f"package group {owner}: replaces takes a name prefix and one * (e.g. nvidia-open-[0-9]*): "
+                           f"{', '.join(bad)}")
+        owners[owner] = {"packages": list(packages), "names": names, "absent": list(gone), "modules": list(streams),
+                         "replaces": list(globs)}
         absent += [name for name in gone if name not in absent]
     if problems:
         raise PkgError("refused: " + " | ".join(problems))
     both = [name for name in absent if name in pins]
     if both:
         raise PkgError(f"pinned and removed at once: {', '.join(both)} ({', '.join(sorted({pins[n][1] for n in both}))})")
-    return {"specs": specs, "absent": absent, "owners": owners, "deferred": deferred}
+    return {"specs": specs, "absent": absent, "owners": owners, "deferred": deferred,
+            "modules": [stream for stream, _owner in modules.values()]}
+
+
+# What a group's ``replaces`` may hold: a package-name prefix, optionally one [0-9] class, then *
+# (another branch's metapackage: nvidia-open-[0-9]*), nothing wider.
+REPLACES_GLOB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*-(\[0-9\])?\*$")
+
+
+def replaced_names(globs: Sequence[str], installed: Sequence[str], pinned: Sequence[str]) -> list[str]:
+    """The installed names a group's ``replaces`` globs match, other than the names pinned now: the
+    packages of another driver branch (``nvidia-open-580`` when ``nvidia-open-590`` is pinned),
+    removed in the install's transaction. Sorted."""
+    keep = set(pinned)
+    return sorted({name for name in installed for glob in globs
+                   if name not in keep and fnmatch.fnmatchcase(name, glob)})
+
+
+# A dnf module stream as kiln names it: <module>:<stream> (no profile, no version).
+_MODULE_STREAM = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.+-]*):(?P<stream>[A-Za-z0-9][A-Za-z0-9_.+-]*)$")
+
+
+def module_stream_split(stream: Any) -> tuple[str, str]:
+    """``"nvidia-driver:580-open"`` -> ``("nvidia-driver", "580-open")``; PkgError for anything else."""
+    match = _MODULE_STREAM.match(stream) if isinstance(stream, str) else None
+    if not match:
+        raise PkgError(f"module stream {stream!r} must be <module>:<stream>, e.g. nvidia-driver:580-open")
+    return match["name"], match["stream"]
+
+
+def parse_module_state(files: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """dnf's persistent module state: ``{module: {stream, state}}`` from the INI files of
+    /etc/dnf/modules.d (file name -> text; ``[name]`` sections with ``stream=`` and ``state=``).
+    A section without a state, or a file kiln cannot read as INI, is a PkgError naming the file."""
+    out: dict[str, dict[str, str]] = {}
+    for path, text in sorted(files.items()):
+        section: str | None = None
+        for number, raw in enumerate(text.splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith(("#", ";")):
+                continue
+            if line.startswith("[") and line.endswith("]"):
+                section = line[1:-1].strip()
+                out[section] = {"stream": "", "state": ""}
+                continue
+            key, sep, value = line.partition("=")
+            if not sep or section is None:
+                raise PkgError(f"{path} line {number}: {raw[:80]!r} is not a key=value line of a [module] section")
+            if key.strip() in ("stream", "state"):
+                out[section][key.strip()] = value.strip()
+    for name, entry in out.items():
+        if entry["state"] not in ("enabled", "disabled", ""):
+            raise PkgError(f"module {name}: unknown state {entry['state']!r} in /etc/dnf/modules.d")
+    return out
+
+
+def module_plan(wanted: Sequence[str], state: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:
+    """What must change for every wanted stream to be the enabled one: ``[{name, from, to}]``;
+    ``from`` is the enabled stream being replaced (None when the module is not enabled)."""
+    changes: list[dict[str, Any]] = []
+    for stream in wanted:
+        name, want = module_stream_split(stream)
+        now = state.get(name) or {}
+        enabled = now.get("stream") if now.get("state") == "enabled" else None
+        if enabled != want:
+            changes.append({"name": name, "from": enabled or None, "to": want})
+    return changes
+
+
+def format_module_change(change: Mapping[str, Any]) -> str:
+    """One report line: ``module nvidia-driver: 580-open -> 590-open`` (``(none)`` when not enabled)."""
+    return f"module {change['name']}: {change['from'] or '(none)'} -> {change['to']}"
 
 
 def pinned_covered(play: Any, group: Any) -> dict[str, Any] | None:
     """What a play's batch (``packages_play_result``) did for ``group``'s owner, or None.
 
     Not None only when the batch installed exactly this group -- same owner,
-    same packages, same names to remove -- so the role may skip its own install
+    same packages, same names to remove, same module streams -- so the role may skip its own install
     and read its result here; anything else (no batch, a skipped or failed one,
     the owner deferred or absent, other pins) is None: the role installs itself.
     """
@@ -405,7 +494,9 @@ def pinned_covered(play: Any, group: Any) -> dict[str, Any] | None:
     if not isinstance(mine, Mapping):
         return None
     if list(mine.get("packages", [])) != list(group.get("packages", [])) or \
-            list(mine.get("absent", [])) != list(group.get("absent", [])):
+            list(mine.get("absent", [])) != list(group.get("absent", [])) or \
+            list(mine.get("modules", [])) != list(group.get("modules", [])) or \
+            list(mine.get("replaces", [])) != list(group.get("replaces", [])):
         return None
     return dict(mine)
 

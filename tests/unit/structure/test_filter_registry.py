@@ -66,7 +66,7 @@ def test_documented_filter_names() -> None:
     assert sorted(kc.FilterModule().filters()) == sorted([
         "kiln_stack_violations", "kiln_recommend_stack", "kiln_resolve_stack", "kiln_gpu_spec", "kiln_gpu_pci_models",
         "kiln_version_cmp", "kiln_version_compare", "kiln_version_sort", "kiln_version_key",
-        "kiln_pkg", "kiln_packages", "kiln_distro_build", "kiln_tool", "kiln_repo", "kiln_repos_problems", "kiln_cuda_repo", "kiln_container_toolkit_repo", "kiln_torch_index",
+        "kiln_pkg", "kiln_pkg_modules", "kiln_pkg_replaces", "kiln_packages", "kiln_distro_build", "kiln_tool", "kiln_repo", "kiln_repos_problems", "kiln_cuda_repo", "kiln_container_toolkit_repo", "kiln_torch_index",
         "kiln_stacks_by_host", "kiln_stack_report", "kiln_hostlist", "kiln_plan", "kiln_plan_text",
         "kiln_missing_python_libs", "kiln_doca_repo", "kiln_gpudirect", "kiln_ofed_builds", "kiln_container_plan",
     ])
