@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build kiln's fixture of NVIDIA's Debian 12 package repositories.
+"""Build kiln's fixture of NVIDIA's Debian 12 and EL9 package repositories.
 
 Reads tests/fixtures/nvidia-repo/manifest.yml, builds every package with
 dpkg-deb, writes flat APT repositories (Packages, Packages.gz, Release) laid
@@ -13,6 +13,15 @@ test-bed image: manifest key `repack`), and signs them (InRelease,
 Release.gpg) with a throwaway key generated for this build. The public key
 (key.asc) and its fingerprint (fingerprint.txt) are written next to the
 repositories so a scenario can pass them as the pinned key.
+
+The same build makes the EL9 (Rocky/RHEL 9) RPM repositories of
+tests/fixtures/nvidia-repo/manifest-el9.yml (fixture_rpm.py: rpmbuild,
+createrepo_c, modifyrepo_c): compute/cuda/repos/rhel9/x86_64/ (with the
+nvidia-driver module streams in modules.yaml), libnvidia-container/stable/rpm/
+x86_64/ and el9/base/x86_64/ (stand-ins of the distribution's packages, one
+of them Debian's prometheus-node-exporter repacked), every RPM signed with
+rpmsign and each repodata/repomd.xml signed (repomd.xml.asc) with the same
+throwaway key.
 
 Release artifacts that sites download by URL rather than from a package
 repository (manifest section `releases`) go under releases/: Enroot's two
@@ -48,6 +57,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 FIXTURES = Path(os.environ.get("KILN_FIXTURES_DIR", HERE.parent / "fixtures"))
 MANIFEST = FIXTURES / "nvidia-repo" / "manifest.yml"
+MANIFEST_EL = FIXTURES / "nvidia-repo" / "manifest-el9.yml"
 MAINTAINER = "kiln test fixture <kiln-fixture@invalid>"
 # Fixture trees read by the `releases` section of the manifest (besides emulators/).
 RELEASE_INPUTS = ("enroot-release", "pyxis-standin")
@@ -55,11 +65,15 @@ RELEASE_INPUTS = ("enroot-release", "pyxis-standin")
 
 def inputs() -> list[Path]:
     """Every file whose content changes the built repository."""
-    files = [Path(__file__), MANIFEST]
+    script = Path(__file__)
+    # fixture_rpm.py (the EL9 build) sits next to this script; the EL manifest in the fixtures tree.
+    files = [script, *[p for p in (script.with_name("fixture_rpm.py"),) if p.is_file()], MANIFEST,
+             FIXTURES / "nvidia-repo" / MANIFEST_EL.name]
     for sub in ("nvidia-repo", "gpu-emulator", "emulators") + RELEASE_INPUTS:
         root = FIXTURES / sub
         if root.is_dir():
-            files += sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+            files += sorted(p for p in root.rglob("*")
+                            if p.is_file() and "__pycache__" not in p.parts and p not in files)
     return files
 
 
@@ -113,11 +127,13 @@ def release_dir(root: Path, repo: dict[str, Any]) -> Path:
 
 def package_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     specs: list[dict[str, Any]] = []
-    branch = manifest["driver_branch"]
+    branches = manifest["driver_branches"]
+    branch = branches[0]["branch"]  # of the packages not built per driver release
     for entry in manifest["packages"]:
         if entry.get("per_driver"):
-            for version in manifest["driver_versions"]:
-                specs.append(expand(entry, {"v": version, "branch": branch}))
+            for rel in branches:
+                for version in rel["versions"]:
+                    specs.append(expand(entry, {"v": version, "branch": rel["branch"]}))
         elif entry.get("per_toolkit"):
             for version in manifest["toolkit_versions"]:
                 specs.append(expand(entry, {"t": version, "branch": branch}))
@@ -421,34 +437,64 @@ def build_releases(manifest: dict[str, Any], out: Path, workdir: Path) -> dict[s
     return sums
 
 
-def sign(repo_dirs: list[Path], out: Path) -> None:
-    with tempfile.TemporaryDirectory(prefix="kiln-gpg-") as home:
-        env = dict(os.environ, GNUPGHOME=home)
-        gpg = ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""]
-        subprocess.run(gpg + ["--quick-gen-key", "kiln fixture repository signing key (throwaway)",
-                              "ed25519", "sign", "never"], env=env, check=True, capture_output=True)
-        listing = subprocess.run(["gpg", "--batch", "--with-colons", "--list-keys"], env=env, check=True,
-                                 capture_output=True, text=True).stdout
-        fpr = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
-        key = subprocess.run(["gpg", "--batch", "--armor", "--export", fpr], env=env, check=True,
-                             capture_output=True).stdout
-        (out / "key.asc").write_bytes(key)
-        (out / "fingerprint.txt").write_text(fpr + "\n")
-        for repo_dir in repo_dirs:
-            subprocess.run(gpg + ["--local-user", fpr, "--clearsign", "-o", str(repo_dir / "InRelease"),
-                                  str(repo_dir / "Release")], env=env, check=True)
-            subprocess.run(gpg + ["--local-user", fpr, "--armor", "--detach-sign", "-o",
-                                  str(repo_dir / "Release.gpg"), str(repo_dir / "Release")], env=env, check=True)
-            shutil.copy(out / "key.asc", repo_dir / "key.asc")
+GPG = ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""]
+
+
+def make_key(home: str, out: Path) -> str:
+    """Generate the build's throwaway signing key in the gpg home `home`; write key.asc and fingerprint.txt
+    to out. Returns the fingerprint."""
+    env = dict(os.environ, GNUPGHOME=home)
+    subprocess.run(GPG + ["--quick-gen-key", "kiln fixture repository signing key (throwaway)",
+                          "ed25519", "sign", "never"], env=env, check=True, capture_output=True)
+    listing = subprocess.run(["gpg", "--batch", "--with-colons", "--list-keys"], env=env, check=True,
+                             capture_output=True, text=True).stdout
+    fpr = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+    key = subprocess.run(["gpg", "--batch", "--armor", "--export", fpr], env=env, check=True,
+                         capture_output=True).stdout
+    (out / "key.asc").write_bytes(key)
+    (out / "fingerprint.txt").write_text(fpr + "\n")
+    return fpr
+
+
+def sign(repo_dirs: list[Path], out: Path, home: str, fpr: str) -> None:
+    """Sign the APT repositories (InRelease, Release.gpg) with the key make_key made."""
+    env = dict(os.environ, GNUPGHOME=home)
+    for repo_dir in repo_dirs:
+        subprocess.run(GPG + ["--local-user", fpr, "--clearsign", "-o", str(repo_dir / "InRelease"),
+                              str(repo_dir / "Release")], env=env, check=True)
+        subprocess.run(GPG + ["--local-user", fpr, "--armor", "--detach-sign", "-o",
+                              str(repo_dir / "Release.gpg"), str(repo_dir / "Release")], env=env, check=True)
+        shutil.copy(out / "key.asc", repo_dir / "key.asc")
+
+
+def publish_for_other_distros(manifest: dict[str, Any], root: Path) -> list[Path]:
+    """Publish a signed flat repository under the other distributions' directories its manifest entry
+    names (`also: [<path>...]`): NVIDIA builds the same names and versions for Debian 12 and Ubuntu
+    22.04/24.04 (compute/cuda/repos/ubuntu2404/x86_64/ carries nvidia-open-580=580.95.05-1 as
+    debian12/ does). Hard links, so the copies cost no space. Returns the directories made."""
+    made: list[Path] = []
+    for repo in manifest["repos"].values():
+        for other in repo.get("also") or []:
+            src, dest = root / repo["path"], root / other
+            dest.mkdir(parents=True)
+            for path in sorted(src.iterdir()):
+                os.link(path, dest / path.name)
+            made.append(dest)
+    return made
 
 
 def build(out: Path) -> None:
     if (out / ".complete").exists():
         print(f"[kiln-fixture] repository {out} is current: reusing it", file=sys.stderr)
         return
+    import fixture_rpm  # here, not at the top: it imports this module
+
     manifest = yaml.safe_load(MANIFEST.read_text())
     tmp_out = Path(tempfile.mkdtemp(prefix="kiln-repo-", dir=out.parent))
-    with tempfile.TemporaryDirectory(prefix="kiln-debs-") as work:
+    with tempfile.TemporaryDirectory(prefix="kiln-debs-") as work, \
+            tempfile.TemporaryDirectory(prefix="kiln-gpg-") as home:
+        # One throwaway key for everything: the RPMs are signed as they are built, the APT repositories last.
+        fpr = make_key(home, tmp_out)
         layout = repo_layout(manifest)
         repo_dirs = {name: pool_dir(tmp_out, repo) for name, repo in layout.items()}
         for path in repo_dirs.values():
@@ -456,14 +502,17 @@ def build(out: Path) -> None:
         specs = package_specs(manifest)
         for spec in specs:
             build_deb(spec, repo_dirs[spec["repo"]], Path(work))
+        el_count = fixture_rpm.build_el(yaml.safe_load(MANIFEST_EL.read_text()), tmp_out, Path(work) / "el9",
+                                        home, fpr)
         release_dirs = [write_index(tmp_out, repo) for repo in layout.values()]
-        sign(release_dirs, tmp_out)
+        sign(release_dirs, tmp_out, home, fpr)
+        publish_for_other_distros(manifest, tmp_out)
         build_releases(manifest, tmp_out, Path(work))
-    (tmp_out / ".complete").write_text(f"{len(specs)} packages\n")
+    (tmp_out / ".complete").write_text(f"{len(specs)} packages, {el_count} EL9 packages\n")
     if out.exists():
         shutil.rmtree(out)
     tmp_out.rename(out)
-    print(f"[kiln-fixture] built {len(specs)} packages into {out}", file=sys.stderr)
+    print(f"[kiln-fixture] built {len(specs)} Debian and {el_count} EL9 packages into {out}", file=sys.stderr)
 
 
 def main(argv: list[str]) -> int:

@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh"
 
 need_pkgs=()
 for pair in podman:podman runc:runc debootstrap:debootstrap ip:iproute2 slirp4netns:slirp4netns \
-            gpg:gnupg dpkg-deb:dpkg dpkg-scanpackages:dpkg-dev gcc:gcc; do
+            gpg:gnupg dpkg-deb:dpkg dpkg-scanpackages:dpkg-dev gcc:gcc rpmbuild:rpm createrepo_c:createrepo-c; do
   cmd="${pair%%:*}"; pkg="${pair##*:}"
   command -v "${cmd}" >/dev/null 2>&1 || need_pkgs+=("${pkg}")
 done
@@ -75,6 +75,31 @@ else
 fi
 printf '%s\n' "${image}" >"${KILN_CACHE}/image"
 
+# OS-identity images over the test-bed root (tests/harness/os/<os>/): an EL 9
+# node (Rocky's os-release, Debian's dnf and rpm) and Ubuntu 22.04 and 24.04
+# nodes (their os-release and lsb-release). Tagged by the base image's tag and
+# their own recipe, so they are rebuilt with either. KILN_IMAGE_<OS> names each
+# (ROCKY9, UBUNTU2204, UBUNTU2404).
+os_env=()
+for os_dir in "${KILN_ROOT}"/tests/harness/os/*/; do
+  os="$(basename "${os_dir}")"
+  os_tag="$( (printf '%s\n' "${image}"; cd "${KILN_ROOT}/tests/harness/os" && sha256sum build.sh \
+    && find "${os}" -type f -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-12)"
+  os_repo="${KILN_IMAGE_REPO}-${os//[.-]/}"
+  os_image="${os_repo}:${os_tag}"
+  if podman image exists "${os_image}"; then
+    log "image ${os_image} is current: reusing it"
+  else
+    start=$SECONDS
+    "${KILN_ROOT}/tests/harness/os/build.sh" "${os}" "${os_image}" "${image}"
+    log "image ${os_image} built in $((SECONDS - start)) s"
+    podman images --format '{{.Repository}}:{{.Tag}}' | grep "^${os_repo}:" | grep -vx "${os_image}" \
+      | xargs -r podman rmi -f >/dev/null 2>&1 || true
+  fi
+  var="${os//[.-]/}"
+  os_env+=("KILN_IMAGE_${var^^}=${os_image}")
+done
+
 # Fixture of NVIDIA's signed repositories (tests/fixtures/nvidia-repo), rebuilt
 # only when its inputs change; scenarios mount it read-only into the nodes.
 repo_hash="$("${KILN_ROOT}/.venv/bin/python" "${KILN_ROOT}/tests/harness/fixture_repo.py" --hash)"
@@ -85,6 +110,7 @@ find "${KILN_CACHE}" -maxdepth 1 -name 'fixture-repo-*' ! -name "fixture-repo-${
 ln -sfn "fixture-repo-${repo_hash}" "${KILN_CACHE}/fixture-repo"
 cat >"${KILN_CACHE}/testbed.env" <<ENV
 KILN_IMAGE=${image}
+$(printf '%s\n' "${os_env[@]}")
 KILN_FIXTURE_REPO=${repo_dir}
 KILN_FIXTURE_FPR=$(cat "${repo_dir}/fingerprint.txt")
 ENV

@@ -16,8 +16,8 @@ import fixture_repo  # noqa: E402
 from kiln_compat_engine.packages import kiln_packages  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
-    not all(shutil.which(t) for t in ("dpkg-deb", "dpkg-scanpackages", "gpg", "gcc")),
-    reason="needs dpkg-deb, dpkg-scanpackages, gpg and gcc (installed by tests/harness/testbed.sh)")
+    not all(shutil.which(t) for t in ("dpkg-deb", "dpkg-scanpackages", "gpg", "gcc", "rpmbuild", "createrepo_c")),
+    reason="needs dpkg-deb, dpkg-scanpackages, gpg, gcc, rpmbuild and createrepo_c (installed by tests/harness/testbed.sh)")
 
 
 def synthetic_deb(cache: Path, package: str, version: str) -> Path:
@@ -28,7 +28,8 @@ def synthetic_deb(cache: Path, package: str, version: str) -> Path:
     for rel, text in (("usr/sbin/dockerd", "#!/bin/sh\necho dockerd\n"), ("usr/bin/docker", "#!/bin/sh\necho docker\n"),
                       ("lib/systemd/system/docker.service", "[Service]\nExecStart=/usr/sbin/dockerd\n"),
                       ("etc/default/docker", "# defaults\n"), ("usr/share/man/man1/docker.1.gz", "man"),
-                      ("usr/share/bash-completion/completions/docker", "# completion\n")):
+                      ("usr/share/bash-completion/completions/docker", "# completion\n"),
+                      ("usr/bin/prometheus-node-exporter", "#!/bin/sh\necho node_exporter\n")):
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -96,9 +97,22 @@ def test_driver_module_carries_modinfo_version(repo, tmp_path):
     assert b"version=580.173.02" in ko.read_bytes()
 
 
-def test_manifest_two_driver_releases_for_the_upgrade_test():
+def test_cuda_repository_published_for_ubuntu_too(repo):
+    # NVIDIA's ubuntu2204/ubuntu2404 directories carry the same names and versions as debian12
+    base = repo / "compute/cuda/repos/debian12/x86_64"
+    for distro in ("ubuntu2204", "ubuntu2404"):
+        other = repo / f"compute/cuda/repos/{distro}/x86_64"
+        assert sorted(p.name for p in other.iterdir()) == sorted(p.name for p in base.iterdir())
+        for name in ("InRelease", "Packages", "nvidia-open-590_590.48.01-1_amd64.deb"):
+            assert (other / name).read_bytes() == (base / name).read_bytes()
+
+
+def test_manifest_driver_releases_for_the_upgrade_and_the_branch_change():
     manifest = yaml.safe_load(fixture_repo.MANIFEST.read_text())
-    assert len(manifest["driver_versions"]) == 2
+    branches = {rel["branch"]: rel["versions"] for rel in manifest["driver_branches"]}
+    assert len(branches["580"]) == 2 and len(branches["590"]) == 1
+    names = {spec["name"] for spec in fixture_repo.package_specs(manifest)}
+    assert {"nvidia-open-580", "nvidia-open-590", "nvidia-fabricmanager-590", "libnvidia-nscq-590"} <= names
 
 
 # ---- DOCA-Host repositories (sources: tests/fixtures/nvidia-repo/DOCA.md)

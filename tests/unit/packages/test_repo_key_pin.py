@@ -313,8 +313,12 @@ def test_fixture_repository_key_is_one_primary_key(tmp_path):
     repo_dir = tmp_path / "repo"
     repo_dir.mkdir()
     (repo_dir / "Release").write_text("Origin: kiln-fixture\n")
-    fixture_repo.sign([repo_dir], tmp_path)
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    made = fixture_repo.make_key(str(home), tmp_path)
+    fixture_repo.sign([repo_dir], tmp_path, str(home), made)
     fpr = (tmp_path / "fingerprint.txt").read_text().strip()
+    assert fpr == made and (repo_dir / "InRelease").exists()
     result = real_verdict((tmp_path / "key.asc").read_bytes(), fpr)
     assert result["ok"] is True, result["msg"]
     assert result["primary_keys"] == 1
