@@ -1,7 +1,8 @@
 """Verify the GPU node stack on the emulated H100 (NVSwitch) and L40S (PCIe) nodes.
 
-Runs after side_effect upgraded the driver from 580.95.05 to 580.173.02 by
-changing kiln_stack, so every driver check expects the bumped version.
+Runs after side_effect upgraded the driver from 580.95.05 to 580.173.02 and then
+changed its branch to 590 (590.48.01), each by changing kiln_stack, so every
+driver check expects the 590 branch and no package of the 580 branch.
 What is real here: apt/dpkg with a signed repository and a pinned key, dpkg
 holds, systemd services, containerd loading the nvidia runtime, node
 exporter, HTTP between the nodes. What is a fixture: the packages' contents
@@ -20,11 +21,13 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "molecule"))
 from kiln_testinfra import podman_hosts  # noqa: E402
 
-testinfra_hosts = podman_hosts()
+# the Debian nodes (the EL node: test_el9_node.py)
+testinfra_hosts = podman_hosts("h100") + podman_hosts("l40s")
 
-DRIVER = "580.173.02"
+DRIVER = "590.48.01"
+BRANCH = "590"
 PINNED = {
-    "nvidia-open-580": f"{DRIVER}-1",
+    f"nvidia-open-{BRANCH}": f"{DRIVER}-1",
     "nvidia-driver-cuda": f"{DRIVER}-1",
     "nvidia-kernel-open-dkms": f"{DRIVER}-1",
     "nvidia-smi": f"{DRIVER}-1",
@@ -56,16 +59,25 @@ def test_exact_versions_installed_and_held(host, name, version):
 def test_open_flavor_for_hopper_and_ada(host):
     assert host.package("nvidia-kernel-open-dkms").is_installed
     assert not host.package("nvidia-kernel-dkms").is_installed
-    assert not host.package(f"cuda-drivers-580").is_installed
+    assert not host.package(f"cuda-drivers-{BRANCH}").is_installed
+
+
+def test_the_old_branch_is_gone_and_unheld(host):
+    held = host.check_output("apt-mark showhold").split()
+    for name in ("nvidia-open-580", "nvidia-fabricmanager-580", "libnvidia-nscq-580", "cuda-drivers-580"):
+        assert not host.package(name).is_installed, name
+        assert name not in held, name
+    # no unattended-upgrades exclusion names the old branch either
+    assert "nvidia-open-580" not in host.check_output("cat /etc/apt/apt.conf.d/51kiln-hold-nvidia-driver")
 
 
 def test_fabric_manager_only_on_nvswitch_board_at_driver_version(host):
     if is_h100(host):
-        assert dpkg_version(host, "nvidia-fabricmanager-580") == f"{DRIVER}-1"
-        assert "nvidia-fabricmanager-580" in host.check_output("apt-mark showhold").split()
+        assert dpkg_version(host, f"nvidia-fabricmanager-{BRANCH}") == f"{DRIVER}-1"
+        assert f"nvidia-fabricmanager-{BRANCH}" in host.check_output("apt-mark showhold").split()
         assert host.service("nvidia-fabricmanager").is_running
     else:
-        assert not host.package("nvidia-fabricmanager-580").is_installed
+        assert not host.package(f"nvidia-fabricmanager-{BRANCH}").is_installed
         assert not host.service("nvidia-fabricmanager").is_running
 
 
