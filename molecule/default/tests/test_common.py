@@ -86,6 +86,16 @@ def test_time_served_between_nodes(host):
     assert int(tracking[2]) == 9, f"node2 should sit one stratum below node1 (8): {tracking}"
 
 
+def test_each_node_has_its_os_identity(host):
+    # node2 is the Ubuntu 22.04 node (tests/harness/os/ubuntu-22.04): the same role, its Ubuntu branch
+    release = host.file("/etc/os-release").content_string
+    if host.check_output("hostname").endswith("node2"):
+        assert "ID=ubuntu" in release and 'VERSION_ID="22.04"' in release
+        assert "DISTRIB_CODENAME=jammy" in host.file("/etc/lsb-release").content_string
+    else:
+        assert "ID=debian" in release and 'VERSION_ID="12"' in release
+
+
 @pytest.mark.parametrize("path", ["/etc/ansible/facts.d/kiln_common.fact"])
 def test_local_fact_mode(host, path):
     assert host.file(path).mode == 0o644

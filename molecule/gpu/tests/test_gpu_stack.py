@@ -50,6 +50,19 @@ def dpkg_version(host, name: str) -> str:
     return host.check_output(f"dpkg-query -W -f='${{Version}}' {name}")
 
 
+def test_each_node_has_its_os_identity(host):
+    release = host.file("/etc/os-release").content_string
+    if is_h100(host):
+        assert "ID=debian" in release and 'VERSION_ID="12"' in release
+    else:
+        assert "ID=ubuntu" in release and 'VERSION_ID="24.04"' in release
+        assert "DISTRIB_CODENAME=noble" in host.file("/etc/lsb-release").content_string
+        # the distribution builds the scenario pins for it (kiln_stack.builds), held
+        assert host.package("docker.io").version == "20.10.24+dfsg1-1+deb12u1+b6"
+        assert host.package("prometheus-node-exporter").version == "1.5.0-1+b6"
+        assert "prometheus-node-exporter" in host.check_output("apt-mark showhold").split()
+
+
 @pytest.mark.parametrize(("name", "version"), sorted(PINNED.items()))
 def test_exact_versions_installed_and_held(host, name, version):
     assert dpkg_version(host, name) == version
@@ -106,6 +119,9 @@ def test_repositories_signed_by_pinned_key(host):
         shown = host.check_output(f"gpg --batch --with-colons --show-keys /etc/apt/keyrings/kiln-{name}.asc")
         fprs = [line.split(":")[9] for line in shown.splitlines() if line.startswith("fpr:")]
         assert any(f in src for f in fprs), "the source names the fingerprint kiln verified"
+    # NVIDIA's directory of the node's OS: debian12 on the H100 node, ubuntu2404 on the Ubuntu node
+    cuda = host.file("/etc/apt/sources.list.d/kiln-cuda.sources").content_string
+    assert ("/debian12/x86_64/" if is_h100(host) else "/ubuntu2404/x86_64/") in cuda
     # nothing in apt's configuration bypasses signature checks
     assert host.run("grep -rIl 'trusted=yes\\|Trusted: yes\\|AllowUnauthenticated' /etc/apt").rc == 1
 
