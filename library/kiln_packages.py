@@ -166,15 +166,15 @@ from ansible.module_utils.kiln.packages.pkgdb import (
     VERSIONLOCK_MARKER,
     PkgError,
     format_change,
+    format_module_change,
     kiln_pkg_plan,
     kiln_pkg_split,
     kiln_pkgdb_parse,
-    format_module_change,
     merge_groups,
     module_plan,
     parse_module_state,
-    replaced_names,
     pins_record,
+    replaced_names,
     unattended_conf,
 )
 

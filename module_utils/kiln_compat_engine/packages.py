@@ -189,19 +189,25 @@ def kiln_pkg(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = Non
 def kiln_pkg_modules(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = None) -> list[str]:
     """The dnf module streams a component's packages belong to, ``<module>:<stream>``: the driver's
     ``nvidia-driver:<branch>-open`` (open kernel modules) or ``nvidia-driver:<branch>-dkms``
-    (proprietary) on EL, enabled before its packages install (they are invisible to dnf until
-    then). ``[]`` on apt, for a component without a stream, or when the component is absent.
+    (proprietary) on EL 8/9, enabled before its packages install (they are invisible to dnf until
+    then). ``[]`` on apt, on EL 10 (no modularity), for a component without a stream, or when the
+    component is absent. A dnf target without an OS (``pkg_mgr='dnf'`` and no ``stack.os``) cannot
+    say which EL it is: CompatError.
     ``pkg_mgr`` as for ``kiln_pkg``."""
     if not isinstance(component, str) or component not in PACKAGE_COMPONENTS:
         raise CompatError(f"kiln_pkg_modules: unknown component {show(component)}; use one of {list(PACKAGE_COMPONENTS)}")
     stack = checked(stack)
     r = kiln_resolve_stack(stack)
-    mgr, _el = _pkg_mgr_and_el(pkg_mgr, r)
+    mgr, el = _pkg_mgr_and_el(pkg_mgr, r)
     if component != "driver" or not r.get("driver") or "driver_branch" not in r:
         return []
+    if mgr == "dnf" and not el:
+        raise CompatError("kiln_pkg_modules: the driver's dnf module stream depends on the EL release: set kiln_stack.os")
     tpl = compat_data()["packages"][mgr].get(f"driver_{r['driver_flavor']}") or {}
     module = tpl.get("module")
-    return [module.format(branch=r["driver_branch"], version=r["driver"])] if module else []
+    if not module or (el or "") not in (tpl.get("module_els") or []):
+        return []  # apt, or an EL without modularity (10: nvidia-open installed and version-locked)
+    return [module.format(branch=r["driver_branch"], version=r["driver"])]
 
 
 def kiln_pkg_replaces(stack: Mapping[str, Any], component: str, pkg_mgr: str | None = None) -> list[str]:

@@ -329,13 +329,16 @@ def merge_groups(groups: Sequence[Mapping[str, Any]], pkg_mgr: str) -> dict[str,
     """Join the pinned packages of several owners into one install.
 
     ``groups`` is a list of ``{owner, packages: [pins], absent: [names],
-    problems: [messages], defer: bool}`` (what the roles of one play pin, the
-    names they remove, why they refuse this host, and whether they install
-    themselves later, after a repository of their own). Returns ``{specs,
-    absent, owners: {owner: {packages, names, absent}}, deferred: [owner]}``:
+    replaces: [globs], modules: [streams], problems: [messages], defer: bool}``
+    (what the roles of one play pin, the names they remove, the globs of another
+    branch's names their pins replace, the dnf module streams they need enabled,
+    why they refuse this host, and whether they install themselves later, after
+    a repository of their own). Returns ``{specs, absent, modules, owners:
+    {owner: {packages, names, absent, replaces, modules}}, deferred: [owner]}``:
     ``specs`` holds every pin once, in order. Any problem refuses the whole
     batch (nothing is installed); a name pinned by two owners must carry the
-    same pin; a name cannot be both pinned and removed; owners are unique.
+    same pin, a module wanted by two the same stream; a name cannot be both
+    pinned and removed; owners are unique; streams are dnf's only.
     """
     if isinstance(groups, (str, bytes)) or not isinstance(groups, Sequence):
         raise PkgError(f"package groups must be a list of {{owner, packages}}, got {type(groups).__name__}")

@@ -94,9 +94,14 @@ def test_repositories_gpgchecked_with_the_pinned_key(host):
     assert sig and fprs[0][-16:].lower() in sig[0].lower(), sig
 
 
-def test_driver_module_for_running_kernel(host):
+def test_driver_module_for_running_kernel_and_the_rolled_one(host):
     kernel = host.check_output("uname -r")
     assert host.check_output(f"modinfo -k {kernel} -F version nvidia") == DRIVER
+    fact = json.loads(host.file("/etc/ansible/facts.d/kiln_driver.fact").content_string)
+    rolled = [k for k in fact["kernels_checked"] if k.endswith("-kiln-fixture-roll")]
+    assert len(rolled) == 1, fact
+    assert host.check_output(f"modinfo -k {rolled[0]} -F version nvidia") == DRIVER
+    assert host.file(f"/lib/modules/{rolled[0]}/extra/nvidia.ko").exists
 
 
 def test_nvidia_smi_and_the_driver_fact(host):

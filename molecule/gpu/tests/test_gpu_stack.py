@@ -99,6 +99,15 @@ def test_driver_module_for_running_kernel(host):
     assert host.check_output(f"modinfo -k {kernel} -F version nvidia") == DRIVER
 
 
+def test_kernel_roll_checked_the_next_kernel(host):
+    # the side effect's kernel roll: the module built for the next kernel, and the driver's verify
+    # recorded both kernels as checked
+    fact = json.loads(host.file("/etc/ansible/facts.d/kiln_driver.fact").content_string)
+    rolled = [k for k in fact["kernels_checked"] if k.endswith("-kiln-fixture-roll")]
+    assert len(rolled) == 1 and len(fact["kernels_checked"]) == 2, fact
+    assert host.check_output(f"modinfo -k {rolled[0]} -F version nvidia") == DRIVER
+
+
 def test_nvidia_smi_reports_pinned_driver_and_all_gpus(host):
     out = host.check_output("nvidia-smi --query-gpu=driver_version,name --format=csv,noheader")
     rows = [r.split(", ") for r in out.splitlines()]

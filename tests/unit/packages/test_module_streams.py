@@ -24,6 +24,9 @@ EL_STACK = {"os": "rhel-9", "driver": "580.95.05", "gpu": "26b5"}
     ({**EL_STACK, "os": "debian-12"}, []),
     ({**EL_STACK, "os": "ubuntu-24.04"}, []),
     ({"os": "rhel-9", "cuda": "13.0.2"}, []),
+    ({**EL_STACK, "os": "rhel-8"}, ["nvidia-driver:580-open"]),
+    # EL 10 has no modularity: nvidia-open is installed and version-locked without a stream
+    ({**EL_STACK, "os": "rhel-10"}, []),
 ])
 def test_driver_stream_follows_branch_and_flavor(stack: dict[str, Any], expected: list[str]) -> None:
     assert kiln_pkg_modules(stack, "driver") == expected
@@ -40,6 +43,8 @@ def test_components_without_a_stream_and_unknown_ones() -> None:
     assert kiln_pkg_modules({**EL_STACK, "cuda": "13.0.2"}, "cuda") == []
     with pytest.raises(CompatError, match="unknown component"):
         kiln_pkg_modules(EL_STACK, "drivr")
+    with pytest.raises(CompatError, match="depends on the EL release: set kiln_stack.os"):
+        kiln_pkg_modules({"driver": "580.95.05", "gpu": "26b5"}, "driver", "dnf")
 
 
 STATE = {"/etc/dnf/modules.d/nvidia-driver.module":
