@@ -440,12 +440,12 @@ def build_releases(manifest: dict[str, Any], out: Path, workdir: Path) -> dict[s
 GPG = ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""]
 
 
-def make_key(home: str, out: Path) -> str:
-    """Generate the build's throwaway signing key in the gpg home `home`; write key.asc and fingerprint.txt
+def make_key(home: str, out: Path, uid: str = "kiln fixture repository signing key (throwaway)") -> str:
+    """Generate a throwaway signing key in the (empty) gpg home `home`; write key.asc and fingerprint.txt
     to out. Returns the fingerprint."""
     env = dict(os.environ, GNUPGHOME=home)
-    subprocess.run(GPG + ["--quick-gen-key", "kiln fixture repository signing key (throwaway)",
-                          "ed25519", "sign", "never"], env=env, check=True, capture_output=True)
+    subprocess.run(GPG + ["--quick-gen-key", uid, "ed25519", "sign", "never"], env=env, check=True,
+                   capture_output=True)
     listing = subprocess.run(["gpg", "--batch", "--with-colons", "--list-keys"], env=env, check=True,
                              capture_output=True, text=True).stdout
     fpr = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
@@ -502,8 +502,13 @@ def build(out: Path) -> None:
         specs = package_specs(manifest)
         for spec in specs:
             build_deb(spec, repo_dirs[spec["repo"]], Path(work))
+        # The EL distribution stand-in (Rocky's BaseOS/AppStream, EPEL) is signed by a key of its own, as
+        # Rocky's are: the node trusts it from its image, and kiln imports NVIDIA's key itself.
+        dist_home = Path(work) / "gnupg-distribution"
+        dist_home.mkdir(mode=0o700)
+        dist_fpr = make_key(str(dist_home), dist_home, "kiln fixture distribution signing key (throwaway)")
         el_count = fixture_rpm.build_el(yaml.safe_load(MANIFEST_EL.read_text()), tmp_out, Path(work) / "el9",
-                                        home, fpr)
+                                        home, fpr, {"distribution": (str(dist_home), dist_fpr)})
         release_dirs = [write_index(tmp_out, repo) for repo in layout.values()]
         sign(release_dirs, tmp_out, home, fpr)
         publish_for_other_distros(manifest, tmp_out)

@@ -255,14 +255,19 @@ def rpmbuild(spec: Path, stage_dir: Path, topdir: Path, rpmdir: Path) -> None:
         raise RuntimeError(f"rpmbuild {spec.name} failed:\n{result.stdout}{result.stderr}")
 
 
-def build_el(manifest: dict[str, Any], out: Path, workdir: Path, gnupghome: str, fpr: str) -> int:
+def build_el(manifest: dict[str, Any], out: Path, workdir: Path, gnupghome: str, fpr: str,
+             signers: dict[str, tuple[str, str]] | None = None) -> int:
     """Build, sign and index the EL repositories of manifest under out (the fixture root), signing with the
-    key fpr of the gpg home gnupghome. Returns the number of packages built."""
+    key fpr of the gpg home gnupghome -- or, for a repository whose manifest entry names a `signer`, with
+    that signer's (gpg home, fingerprint) from signers (the distribution stand-in has its own key, as Rocky's
+    repositories have Rocky's). Each repository gets its signer's public key as key.asc. Returns the number of
+    packages built."""
     for tool in ("rpmbuild", "rpmsign", "createrepo_c", "modifyrepo_c", "dpkg-deb", "gpg"):
         if not shutil.which(tool):
             raise SystemExit(f"[kiln-fixture] {tool} is missing: run tests/harness/testbed.sh (it installs rpm, "
                              "createrepo-c)")
     repos = {key: out / repo["path"] for key, repo in manifest["repos"].items()}
+    keys = {key: key_of(repo, gnupghome, fpr, signers or {}) for key, repo in manifest["repos"].items()}
     packages = package_entries(manifest)
     jobs: list[tuple[Path, Path, Path, Path]] = []
     for pkg in packages:
@@ -274,16 +279,19 @@ def build_el(manifest: dict[str, Any], out: Path, workdir: Path, gnupghome: str,
         jobs.append((spec, base / "root", base / "rpmbuild", repos[pkg["repo"]]))
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         list(pool.map(lambda job: rpmbuild(*job), jobs))
-    rpms = [str(repos[p["repo"]] / rpm_name(p)) for p in packages]
-    env = dict(os.environ, GNUPGHOME=gnupghome)
-    subprocess.run(["rpmsign", "--define", f"_gpg_name {fpr}", "--define", "__gpg /usr/bin/gpg", "--addsign",
-                    *rpms], env=env, check=True, capture_output=True)
-    pubkey = subprocess.run(["gpg", "--batch", "--armor", "--export", fpr], env=env, check=True,
-                         capture_output=True).stdout
+    for key in repos:
+        rpms = [str(repos[p["repo"]] / rpm_name(p)) for p in packages if p["repo"] == key]
+        if rpms:
+            home, signer = keys[key]
+            subprocess.run(["rpmsign", "--define", f"_gpg_name {signer}", "--define", "__gpg /usr/bin/gpg",
+                            "--addsign", *rpms], env=dict(os.environ, GNUPGHOME=home), check=True,
+                           capture_output=True)
     modules = render_modules(manifest)
     for key, path in repos.items():
         if not path.is_dir():
             continue
+        home, signer = keys[key]
+        env = dict(os.environ, GNUPGHOME=home)
         subprocess.run(["createrepo_c", "-q", "--general-compress-type=gz", str(path)], check=True)
         if key in modules:
             text = workdir / f"modules-{key}" / "modules.yaml"
@@ -293,7 +301,19 @@ def build_el(manifest: dict[str, Any], out: Path, workdir: Path, gnupghome: str,
                             str(path / "repodata")], check=True, stdout=subprocess.DEVNULL)
         repomd = path / "repodata" / "repomd.xml"
         subprocess.run(["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", "",
-                        "--local-user", fpr, "--armor", "--detach-sign", "-o", f"{repomd}.asc", str(repomd)],
+                        "--local-user", signer, "--armor", "--detach-sign", "-o", f"{repomd}.asc", str(repomd)],
                        env=env, check=True)
-        (path / "key.asc").write_bytes(pubkey)
+        (path / "key.asc").write_bytes(subprocess.run(["gpg", "--batch", "--armor", "--export", signer], env=env,
+                                                      check=True, capture_output=True).stdout)
     return len(packages)
+
+
+def key_of(repo: dict[str, Any], gnupghome: str, fpr: str, signers: dict[str, tuple[str, str]]) -> tuple[str, str]:
+    """(gpg home, fingerprint) that signs a repository: its manifest `signer`'s, else the fixture's key."""
+    name = repo.get("signer")
+    if name is None:
+        return gnupghome, fpr
+    if name not in signers:
+        raise ValueError(f"repository {repo.get('path')} names signer {name!r}, which the build does not have "
+                         f"({sorted(signers) or 'none'})")
+    return signers[name]

@@ -89,7 +89,14 @@ def test_repositories_gpgchecked_with_the_pinned_key(host):
     assert "rhel9/x86_64" in host.file("/etc/yum.repos.d/kiln-cuda.repo").content_string
     # the key is in rpm's database under its key id, and the installed driver's signature is that key's
     keyid = fprs[0][-8:].lower()
-    assert f"gpg-pubkey-{keyid}" in host.check_output("rpm -qa 'gpg-pubkey*'")
+    keys = host.check_output("rpm -qa 'gpg-pubkey*'")
+    assert f"gpg-pubkey-{keyid}" in keys
+    # the distribution stand-in has a key of its own (imported by prepare, as a Rocky image has Rocky's):
+    # NVIDIA's fixture key above got into rpm's database only through kiln's rpm_key
+    dist = host.check_output("gpg --batch --with-colons --show-keys /srv/kiln-fixture-repo/el9/base/x86_64/key.asc")
+    dist_fprs = [line.split(":")[9] for line in dist.splitlines() if line.startswith("fpr:")]
+    assert len(dist_fprs) == 1 and dist_fprs[0] != fprs[0]
+    assert f"gpg-pubkey-{dist_fprs[0][-8:].lower()}" in keys
     sig = [line for line in host.check_output("rpm -qi nvidia-open").splitlines() if line.startswith("Signature")]
     assert sig and fprs[0][-16:].lower() in sig[0].lower(), sig
 

@@ -97,6 +97,14 @@ def test_driver_module_carries_modinfo_version(repo, tmp_path):
     assert b"version=580.173.02" in ko.read_bytes()
 
 
+def test_el_repositories_signed_by_their_signers(repo):
+    # NVIDIA's rhel9 repositories: the fixture's key; the distribution stand-in: a key of its own
+    root_key = (repo / "key.asc").read_bytes()
+    assert (repo / "compute/cuda/repos/rhel9/x86_64/key.asc").read_bytes() == root_key
+    assert (repo / "libnvidia-container/stable/rpm/x86_64/key.asc").read_bytes() == root_key
+    assert (repo / "el9/base/x86_64/key.asc").read_bytes() not in (b"", root_key)
+
+
 def test_cuda_repository_published_for_ubuntu_too(repo):
     # NVIDIA's ubuntu2204/ubuntu2404 directories carry the same names and versions as debian12
     base = repo / "compute/cuda/repos/debian12/x86_64"

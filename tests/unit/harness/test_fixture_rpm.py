@@ -284,3 +284,11 @@ def test_build_el_small_manifest(tmp_path):
     assert doc["data"]["stream"] == "580-open"
     assert sorted(doc["data"]["artifacts"]["rpms"]) == ["kmod-nvidia-open-dkms-0:580.95.05-1.el9.x86_64",
                                                         "nvidia-open-0:580.95.05-1.el9.x86_64"]
+
+
+def test_key_of_picks_the_repositorys_signer():
+    assert fixture_rpm.key_of({"path": "a"}, "/home", "FPR", {}) == ("/home", "FPR")
+    assert fixture_rpm.key_of({"path": "b", "signer": "distribution"}, "/home", "FPR",
+                              {"distribution": ("/dist", "DFPR")}) == ("/dist", "DFPR")
+    with pytest.raises(ValueError, match="names signer 'vendor', which the build does not have"):
+        fixture_rpm.key_of({"path": "c", "signer": "vendor"}, "/home", "FPR", {})
