@@ -293,16 +293,11 @@ def repack(spec: dict[str, Any], root: Path, workdir: Path) -> list[str]:
     return [c for c in conffiles if kept(c.strip("/"))]
 
 
-def build_deb(spec: dict[str, Any], outdir: Path, workdir: Path) -> Path:
-    # One tree per repository: two DOCA releases may carry the same name and version.
-    root = workdir / spec["repo"].replace("@", "_") / f"{spec['name']}_{spec['version'].replace(':', '_')}"
-    (root / "DEBIAN").mkdir(parents=True)
-    conffiles = repack(spec, root, workdir) if spec.get("repack") else []
-    if conffiles:
-        (root / "DEBIAN" / "conffiles").write_text("\n".join(conffiles) + "\n")
-    upstream = spec["version"].split(":")[-1].rsplit("-", 1)[0]
+def stage_files(spec: dict[str, Any], root: Path, version: str) -> None:
+    """Write a package's `files` (content_for sources) and `links` into root, its future /; the
+    .deb builder and the .rpm builder (fixture_rpm.stage) share it."""
     for dest, kind in (spec.get("files") or {}).items():
-        data, mode = content_for(kind, upstream)
+        data, mode = content_for(kind, version)
         path = root / dest.lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
@@ -311,6 +306,17 @@ def build_deb(spec: dict[str, Any], outdir: Path, workdir: Path) -> Path:
         path = root / link.lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.symlink_to(target)
+
+
+def build_deb(spec: dict[str, Any], outdir: Path, workdir: Path) -> Path:
+    # One tree per repository: two DOCA releases may carry the same name and version.
+    root = workdir / spec["repo"].replace("@", "_") / f"{spec['name']}_{spec['version'].replace(':', '_')}"
+    (root / "DEBIAN").mkdir(parents=True)
+    conffiles = repack(spec, root, workdir) if spec.get("repack") else []
+    if conffiles:
+        (root / "DEBIAN" / "conffiles").write_text("\n".join(conffiles) + "\n")
+    upstream = spec["version"].split(":")[-1].rsplit("-", 1)[0]
+    stage_files(spec, root, upstream)
     if spec.get("kmod"):
         src = root / "usr" / "src" / f"nvidia-{upstream}"
         src.mkdir(parents=True)

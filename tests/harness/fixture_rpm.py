@@ -204,16 +204,7 @@ def rpm_name(pkg: dict[str, Any]) -> str:
 def stage(pkg: dict[str, Any], root: Path, workdir: Path) -> None:
     """Write the package's files into root (its future /); sets pkg['kmod_sha256'] for a kmod."""
     root.mkdir(parents=True)
-    for dest, kind in (pkg.get("files") or {}).items():
-        data, mode = fixture_repo.content_for(kind, pkg["version"])
-        path = root / dest.lstrip("/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        path.chmod(mode)
-    for link, target in (pkg.get("links") or {}).items():
-        path = root / link.lstrip("/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.symlink_to(target)
+    fixture_repo.stage_files(pkg, root, pkg["version"])
     for d in pkg.get("dirs") or []:
         (root / d.lstrip("/")).mkdir(parents=True, exist_ok=True)
     if pkg.get("kmod"):
