@@ -45,7 +45,8 @@ options:
     description:
       - C(state=pinned), globs of a name prefix and one C(*) (e.g. C(nvidia-open-[0-9]*)): installed packages they
         match, other than the pinned names, are released and removed in the install's transaction -- another
-        driver branch's metapackage and Fabric Manager on a branch change (apt names carry the branch).
+        driver branch's metapackage and Fabric Manager on a branch change (apt names carry the branch). A match on
+        hold that no pins record under O(pins_dir) names is an operator's hold: the run fails before any change.
     type: list
     elements: str
   modules:
@@ -166,6 +167,7 @@ from ansible.module_utils.kiln.packages.pkgdb import (
     VERSIONLOCK_MARKER,
     PkgError,
     format_change,
+    foreign_holds,
     format_module_change,
     kiln_pkg_plan,
     kiln_pkg_split,
@@ -379,6 +381,18 @@ def pinned(module: AnsibleModule, host: Host, params: dict[str, Any], result: di
     replaced: dict[str, list[str]] = {owner: replaced_names(group["replaces"], list(db["packages"]), merged_names)
                                       for owner, group in merged["owners"].items()}
     removes += [name for names in replaced.values() for name in names if name not in removes]
+    # A replaced package on hold is released only when kiln pinned it (its pins records, read before this
+    # run rewrites them); anyone else's hold stops the run before anything changes.
+    held_replaced = [n for names in replaced.values() for n in names if n in db["held"]]
+    try:
+        foreign = foreign_holds(held_replaced, db["held"], read_pins(params["pins_dir"]), host.pkg_mgr) \
+            if held_replaced else []
+    except PkgError as exc:
+        host.fail(f"{label}: {exc}")
+    if foreign:
+        host.fail(f"{label}: nothing changed: {', '.join(foreign)} must be removed for the new pins (another branch's "
+                  f"package) but is held and kiln's pins records ({params['pins_dir'] or 'none'}) do not name it: "
+                  "an operator's hold. Release it yourself (apt-mark unhold / dnf versionlock delete), then re-run.")
     try:
         streams = module_plan(merged["modules"], host.module_state()) if merged["modules"] else []
     except PkgError as exc:

@@ -424,6 +424,16 @@ def replaced_names(globs: Sequence[str], installed: Sequence[str], pinned: Seque
                    if name not in keep and fnmatch.fnmatchcase(name, glob)})
 
 
+def foreign_holds(replaced: Sequence[str], held: Sequence[str], recorded: Mapping[str, Sequence[str]],
+                  pkg_mgr: str) -> list[str]:
+    """The replaced names on hold that no kiln pins record names (``recorded``: owner -> package strings,
+    read before this run writes its own): someone else's hold, which kiln must not release. Sorted."""
+    kiln_names = {kiln_pkg_split(spec, pkg_mgr, candidate_ok=True)["name"]
+                  for specs in recorded.values() for spec in specs}
+    on_hold = set(held)
+    return sorted(name for name in set(replaced) if name in on_hold and name not in kiln_names)
+
+
 # A dnf module stream as kiln names it: <module>:<stream> (no profile, no version).
 _MODULE_STREAM = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.+-]*):(?P<stream>[A-Za-z0-9][A-Za-z0-9_.+-]*)$")
 

@@ -929,3 +929,44 @@ def test_read_says_whether_the_pins_directory_exists(tmp_path: Path, fake_host: 
     (pins / "cuda.json").write_text(json.dumps({"owner": "cuda", "packages": ["libnccl2=2.28.7-1+cuda13.0"]}))
     out, _, rc = _module_play(tmp_path, fake_host, task)
     assert rc == 0 and f"READ {pins} True 1" in out, out
+
+
+# ---------------------------------------------------------------------------
+# a driver branch change on apt: the old branch's metapackage replaced in the install's transaction,
+# and only when kiln's own pins record names it (an operator's hold on it stops the run first)
+
+BRANCH_CHANGE = [("branch", "pinned_install",
+                  '{packages_pinned: ["nvidia-open-590=590.48.01-1"], packages_owner: nvidia-driver, '
+                  'packages_replaces: ["nvidia-open-[0-9]*", "cuda-drivers-[0-9]*"]}')]
+
+
+def _branch_host(fake_host: dict[str, Path], recorded: bool) -> None:
+    (fake_host["state"] / "dpkg.txt").write_text(
+        DPKG + "nvidia-open-580\t580.173.02-1\thi \thold ok installed\n")
+    if recorded:
+        pins = fake_host["state"] / "pins"
+        pins.mkdir()
+        (pins / "nvidia-driver.json").write_text(
+            json.dumps({"owner": "nvidia-driver", "packages": ["nvidia-open-580=580.173.02-1"]}) + "\n")
+
+
+@needs_playbook
+def test_branch_change_replaces_kilns_own_old_branch(tmp_path: Path, fake_host: dict[str, Path]) -> None:
+    _branch_host(fake_host, recorded=True)
+    out, _seg, calls, rc = _run(tmp_path, fake_host, plays=(BRANCH_CHANGE,))
+    assert rc == 0, out
+    assert "apt-mark unhold nvidia-open-580" in calls, calls
+    assert "apt-get install nvidia-open-590=590.48.01-1 nvidia-open-580-" in calls, calls
+    assert "nvidia-open-580 removed" in out and "nvidia-open-590 (new) -> 590.48.01-1" in out
+    dpkg = (fake_host["state"] / "dpkg.txt").read_text()
+    assert "nvidia-open-580" not in dpkg and "nvidia-open-590\t590.48.01-1" in dpkg
+
+
+@needs_playbook
+def test_branch_change_leaves_an_operators_hold_alone(tmp_path: Path, fake_host: dict[str, Path]) -> None:
+    _branch_host(fake_host, recorded=False)
+    out, _seg, calls, rc = _run(tmp_path, fake_host, plays=(BRANCH_CHANGE,))
+    assert rc != 0
+    assert "nvidia-open-580 must be removed for the new pins" in out and "an operator's hold" in out
+    assert not [c for c in calls if c.startswith(("apt-get", "apt-mark"))], calls
+    assert "nvidia-open-580\t580.173.02-1\thi" in (fake_host["state"] / "dpkg.txt").read_text()

@@ -188,3 +188,16 @@ def test_replaced_names_never_touch_the_pins_or_other_families(installed: list[s
     branchy = re.compile(r"^(nvidia-open|cuda-drivers)-[0-9]+$")
     assert all(branchy.match(name) for name in gone)
     assert set(gone) == {n for n in installed if n not in pinned and branchy.match(n)}
+
+
+def test_foreign_holds_are_the_held_names_kiln_never_pinned() -> None:
+    recorded = {"nvidia-driver": ["nvidia-open-580=580.173.02-1", "nvidia-fabricmanager-580=580.173.02-1"]}
+    replaced = ["nvidia-open-580", "nvidia-fabricmanager-580", "cuda-drivers-580", "libnvidia-nscq-580"]
+    # kiln's own held 580 packages may go; an operator's hold on cuda-drivers-580 may not; an unheld one is no hold
+    assert pkgdb.foreign_holds(replaced, ["nvidia-open-580", "nvidia-fabricmanager-580", "cuda-drivers-580"],
+                               recorded, "apt") == ["cuda-drivers-580"]
+    # no pins record at all: every held replaced name is someone else's
+    assert pkgdb.foreign_holds(replaced, ["nvidia-open-580"], {}, "apt") == ["nvidia-open-580"]
+    assert pkgdb.foreign_holds([], ["nvidia-open-580"], {}, "apt") == []
+    with pytest.raises(pkgdb.PkgError):
+        pkgdb.foreign_holds(["x-1"], ["x-1"], {"o": ["not a pin ="]}, "apt")
