@@ -22,7 +22,7 @@ export ANSIBLE_NOCOLOR := 1
 # Scenarios run by `make test`, in order. Override to run a subset:
 #   make molecule SCENARIOS=default
 #   make test SCENARIOS="default preflight"
-SCENARIOS ?= default preflight gpu slurm burnin upgrade
+SCENARIOS ?= default preflight gpu slurm airgap burnin upgrade
 
 .PHONY: help venv testbed lint unit molecule test demo demo-down clean
 

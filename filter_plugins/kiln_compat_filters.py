@@ -17,6 +17,7 @@ from kiln_compat_engine import (  # noqa: E402
     gpudirect,
     inventory,
     lookup,
+    mirror,
     packages,
     plan,
     probe,
@@ -64,4 +65,6 @@ class FilterModule:
             "kiln_plan": plan.kiln_plan,
             "kiln_plan_text": plan.kiln_plan_text,
             "kiln_missing_python_libs": probe.kiln_missing_python_libs,
+            "kiln_mirror_plan": mirror.kiln_mirror_plan,
+            "kiln_mirror_site_repos": mirror.kiln_mirror_site_repos,
         }

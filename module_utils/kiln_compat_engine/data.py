@@ -40,6 +40,13 @@ def compat_data() -> dict[str, Any]:
     return _CACHE["compat"]
 
 
+def mirror_data() -> dict[str, Any]:
+    """Return the parsed ``data/mirror.yml`` (offline mirror: distribution archives, distribution packages)."""
+    if "mirror" not in _CACHE:
+        _CACHE["mirror"] = _load_yaml(DATA_DIR / "mirror.yml")
+    return _CACHE["mirror"]
+
+
 def denylist_data() -> list[dict[str, Any]]:
     """Return the entries of ``data/denylist.yml`` (cached for the process)."""
     if "denylist" not in _CACHE:

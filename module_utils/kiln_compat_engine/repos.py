@@ -119,15 +119,18 @@ def kiln_doca_repo(stack: Mapping[str, Any], base_url: str | None = None, arch: 
     return out
 
 
-REPO_NAMES = ("cuda", "container_toolkit", "slurm", "torch", "doca", "docker")
+REPO_NAMES = ("cuda", "container_toolkit", "slurm", "torch", "doca", "docker", "distribution")
 _REPO_KEYS = ("url", "key_url", "fingerprint")
+# kiln_repos.distribution (roles/distro_repos, a site mirror of the OS archive) also names its apt suites and
+# components: lists of plain words.
+_LIST_KEYS = {"distribution": ("suites", "components")}
+_LIST_WORD = re.compile(r"[A-Za-z0-9._/-]{1,64}", re.ASCII)
 
 
-def _check_repos(repos: Any) -> dict[str, dict[str, str]]:
-    """kiln_repos as plain strings; CompatError naming the key for anything else."""
+def _check_repos(repos: Any, where: str = "kiln_repos") -> dict[str, dict[str, str]]:
+    """kiln_repos (or another variable of its shape, named by *where*) as plain strings; CompatError naming the key."""
     if repos is None or repos == "":
         return {}
-    where = "kiln_repos"
     if schema.measure(repos).over():
         raise CompatError(f"kiln: {where} is too large to be a repository list.")
     if not isinstance(repos, Mapping):
@@ -146,8 +149,15 @@ def _check_repos(repos: Any) -> dict[str, dict[str, str]]:
         out[name] = {}
         for key, value in entry.items():
             path = f"{where}.{name}.{key}"
+            if key in _LIST_KEYS.get(name, ()):
+                if not isinstance(value, (list, tuple)) or not value or len(value) > 16 \
+                        or not all(isinstance(v, str) and _LIST_WORD.fullmatch(v) for v in value):
+                    raise CompatError(f"kiln: {path} is {schema.describe(value)}; it must be a list of words "
+                                      f"such as [bookworm]. Fix: write it as a YAML list.")
+                out[name][key] = list(value)  # type: ignore[assignment]
+                continue
             if key not in _REPO_KEYS or (name == "torch" and key != "url"):
-                allowed = ("url",) if name == "torch" else _REPO_KEYS
+                allowed = ("url",) if name == "torch" else _REPO_KEYS + _LIST_KEYS.get(name, ())
                 raise CompatError(f"kiln: {where}.{name} has an unknown key {show(key, 24)}."
                                          f"{schema.suggest(key, allowed)} Fix: use {', '.join(allowed)}.")
             if value is None or value == "":
@@ -212,6 +222,15 @@ def kiln_repo(name: str, os: str | None = None, repos: Any = None, arch: str = "
                                      "repository's signing key URL and its full fingerprint.")
         return {"name": "slurm", "url": site["url"], "key_url": site["key_url"], "fingerprint": site["fingerprint"],
                 "fingerprint_var": "kiln_repos.slurm.fingerprint"}
+    if name == "distribution":
+        if not site.get("url"):
+            return {}
+        if not site.get("key_url") or not site.get("fingerprint"):
+            raise CompatError("kiln: kiln_repos.distribution has a url but no key_url and fingerprint. Fix: give the "
+                              "mirror's signing key URL and its full fingerprint (docs/airgap.md).")
+        return {"name": "distribution", "url": site["url"], "key_url": site["key_url"], "fingerprint": site["fingerprint"],
+                "suites": list(site.get("suites") or []), "components": list(site.get("components") or ["main"]),
+                "fingerprint_var": "kiln_repos.distribution.fingerprint"}
     if name == "doca":
         raise CompatError("kiln_repo: the DOCA repository depends on the stack's DOCA version: use kiln_doca_repo(stack)")
     if name == "docker":

@@ -11,6 +11,9 @@ KILN_CACHE="${KILN_ROOT}/.cache"
 KILN_NET_NAME="${KILN_NET_NAME:-kiln-testbed}"
 KILN_NET_SUBNET="${KILN_NET_SUBNET:-10.89.77.0/24}"
 KILN_NET_GATEWAY="${KILN_NET_GATEWAY:-10.89.77.1}"
+# The air-gapped scenario's internal network (no gateway, no NAT: molecule/airgap).
+KILN_AIRGAP_NET_NAME="${KILN_AIRGAP_NET_NAME:-kiln-airgap}"
+KILN_AIRGAP_NET_SUBNET="${KILN_AIRGAP_NET_SUBNET:-10.89.78.0/24}"
 KILN_IMAGE_REPO="localhost/kiln-testbed"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-${KILN_CACHE}/containers.conf}"
 # The test bed's connection (tests/harness/connection_plugins/podman.py, short name podman),

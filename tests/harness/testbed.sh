@@ -11,7 +11,8 @@ source "$(dirname "$0")/lib.sh"
 
 need_pkgs=()
 for pair in podman:podman runc:runc debootstrap:debootstrap ip:iproute2 slirp4netns:slirp4netns \
-            gpg:gnupg dpkg-deb:dpkg dpkg-scanpackages:dpkg-dev gcc:gcc rpmbuild:rpm createrepo_c:createrepo-c; do
+            gpg:gnupg dpkg-deb:dpkg dpkg-scanpackages:dpkg-dev gcc:gcc rpmbuild:rpm createrepo_c:createrepo-c \
+            apt-ftparchive:apt-utils reprepro:reprepro gpgv:gpgv; do
   cmd="${pair%%:*}"; pkg="${pair##*:}"
   command -v "${cmd}" >/dev/null 2>&1 || need_pkgs+=("${pkg}")
 done
@@ -75,6 +76,28 @@ else
 fi
 printf '%s\n' "${image}" >"${KILN_CACHE}/image"
 
+# The air-gapped network (molecule/airgap): internal, so podman gives it no gateway and no NAT; a
+# node on it alone has no route out (shared/reference testbed.md).
+if podman network exists "${KILN_AIRGAP_NET_NAME}"; then
+  log "network ${KILN_AIRGAP_NET_NAME} (${KILN_AIRGAP_NET_SUBNET}, internal) exists"
+else
+  podman network create --internal --subnet "${KILN_AIRGAP_NET_SUBNET}" "${KILN_AIRGAP_NET_NAME}" >/dev/null
+  log "created network ${KILN_AIRGAP_NET_NAME} (${KILN_AIRGAP_NET_SUBNET}, internal: no route out)"
+fi
+
+# A site's mirror key (molecule/airgap signs its offline mirror and bundle with it): a throwaway
+# ed25519 key, made once per cache.
+site_home="${KILN_CACHE}/site-key"
+if [[ ! -s "${site_home}/fingerprint.txt" ]]; then
+  rm -rf "${site_home}"
+  mkdir -p -m 700 "${site_home}"
+  gpg --homedir "${site_home}" --batch --passphrase '' --quick-gen-key \
+    'kiln test site mirror (throwaway) <mirror@example.invalid>' ed25519 sign never >/dev/null 2>&1
+  gpg --homedir "${site_home}" --batch --with-colons --list-keys | awk -F: '/^fpr/{print $10; exit}' \
+    >"${site_home}/fingerprint.txt"
+  log "made the test site's mirror key $(cat "${site_home}/fingerprint.txt")"
+fi
+
 # OS-identity images over the test-bed root (tests/harness/os/<os>/): an EL 9
 # node (Rocky's os-release, Debian's dnf and rpm) and Ubuntu 22.04 and 24.04
 # nodes (their os-release and lsb-release). Tagged by the base image's tag and
@@ -113,5 +136,8 @@ KILN_IMAGE=${image}
 $(printf '%s\n' "${os_env[@]}")
 KILN_FIXTURE_REPO=${repo_dir}
 KILN_FIXTURE_FPR=$(cat "${repo_dir}/fingerprint.txt")
+KILN_SITE_GNUPG=${site_home}
+KILN_SITE_FPR=$(cat "${site_home}/fingerprint.txt")
+KILN_DEBIAN_MIRROR=${KILN_DEBIAN_MIRROR:-$(python3 "${KILN_ROOT}/tests/harness/image/mirror.py")}
 ENV
 log "fixture repositories: ${repo_dir} (key $(cat "${repo_dir}/fingerprint.txt"))"

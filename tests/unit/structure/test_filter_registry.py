@@ -69,6 +69,7 @@ def test_documented_filter_names() -> None:
         "kiln_pkg", "kiln_pkg_modules", "kiln_pkg_replaces", "kiln_packages", "kiln_distro_build", "kiln_tool", "kiln_repo", "kiln_repos_problems", "kiln_cuda_repo", "kiln_container_toolkit_repo", "kiln_torch_index",
         "kiln_stacks_by_host", "kiln_stack_report", "kiln_hostlist", "kiln_plan", "kiln_plan_text",
         "kiln_missing_python_libs", "kiln_doca_repo", "kiln_gpudirect", "kiln_ofed_builds", "kiln_container_plan",
+        "kiln_mirror_plan", "kiln_mirror_site_repos",
     ])
     doc = (FILTER_DIR.parent / "docs" / "compat.md")
     if doc.exists():

@@ -25,7 +25,7 @@ KILN = REPO / "module_utils" / "kiln"
 
 #: family -> rank; a family may import families of a lower rank (and its own members).
 FAMILIES: dict[str, int] = {
-    "nccl": 1, "facts": 1, "packages": 1,
+    "nccl": 1, "facts": 1, "packages": 1, "mirror": 1,
     "health": 2, "fabric": 2, "slurm": 2,
     "burnin": 3,
     "upgrade": 4,

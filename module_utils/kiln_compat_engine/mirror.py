@@ -1,0 +1,257 @@
+# Copyright: kiln contributors
+# SPDX-License-Identifier: MIT
+"""The offline mirror's plan: from kiln_plan's bill of materials, what a site mirror must hold.
+
+:func:`kiln_mirror_plan` turns a :func:`plan.kiln_plan` result (computed with the *upstream*
+repositories as its ``kiln_repos``) into one target per OS and architecture: the package requests
+whose dependency closure the mirror carries (every pinned package of every stack on that OS, plus
+the distribution packages kiln's roles install by name, ``data/mirror.yml``), the upstream
+repositories to read them from (each with the key fingerprint kiln pins) and where the mirror
+serves each one; plus the downloaded files (source releases) with their pinned sha256.
+:func:`kiln_mirror_site_repos` is the ``kiln_repos`` a site sets to point every role at the mirror.
+Nothing here touches a host: playbooks/mirror.yml runs the closure and the downloads (library/kiln_mirror_apt.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .data import compat_data, mirror_data
+from .errors import CompatError, need_list, need_mapping, need_text
+from .lookup import _os_entry
+from .packages import kiln_tool
+from .repos import _check_repos
+from .schema import show
+
+#: apt architecture names
+DEB_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+_SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
+
+
+def mirror_stack_fingerprint(os_key: str, packages: Mapping[str, Sequence[str]]) -> str:
+    """12 hex of sha256 over the OS and the package strings: what the mirror serves for a stack."""
+    text = json.dumps({"os": os_key, "packages": {k: list(v) for k, v in packages.items()}},
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _distribution_upstream(os_key: str, site: Mapping[str, Any]) -> dict[str, Any]:
+    data = (mirror_data().get("distribution") or {}).get(os_key)
+    if not data:
+        raise CompatError(f"kiln_mirror_plan: kiln has no distribution archive data for {show(os_key)} "
+                          f"(data/mirror.yml distribution); the mirror cannot be built for it.")
+    up = dict(site.get("distribution") or {})
+    if not up.get("url"):
+        raise CompatError(f"kiln_mirror_plan: no upstream for the {os_key} distribution archive. Fix: set "
+                          f"kiln_mirror_upstreams.distribution.url (the archive the build machine reads, "
+                          f"e.g. your distribution mirror's URL).")
+    fpr = up.get("fingerprint") or data.get("key_fingerprint")
+    if not fpr:
+        raise CompatError(f"kiln_mirror_plan: kiln has no verified key for the {os_key} archive. Fix: set "
+                          f"kiln_mirror_upstreams.distribution.fingerprint to the full fingerprint of the key "
+                          f"that signs its InRelease, and key_url to that key.")
+    return {"name": "distribution", "kind": "dists", "url": up["url"].rstrip("/"),
+            "suites": list(up.get("suites") or data["suites"]), "components": list(up.get("components") or data["components"]),
+            "key_url": up.get("key_url", ""), "fingerprint": fpr,
+            "fingerprint_var": "kiln_mirror_upstreams.distribution.fingerprint",
+            "serve": f"distribution/{os_key}", "serve_suite": data["codename"]}
+
+
+def _repo_upstream(name: str, repo: Mapping[str, Any], os_key: str, arch: str) -> dict[str, Any]:
+    """One vendor repository of the plan as an upstream, with the path the mirror serves it under."""
+    common = {"name": name, "key_url": repo.get("key_url", ""), "fingerprint": repo.get("fingerprint") or "",
+              "fingerprint_var": repo.get("fingerprint_var") or f"kiln_mirror_upstreams.{name}.fingerprint"}
+    if not common["fingerprint"]:
+        raise CompatError(f"kiln_mirror_plan: the {name} repository has no pinned key fingerprint. "
+                          f"Fix: set kiln_mirror_upstreams.{name}.fingerprint (and key_url).")
+    if name == "cuda":
+        return {**common, "kind": "flat", "url": repo["url"],
+                "serve": f"cuda/{repo['distro']}/{compat_data()['repos']['cuda']['arch_dirs'][arch]}"}
+    if name == "container_toolkit":
+        return {**common, "kind": "flat", "url": repo["url"],
+                "serve": f"libnvidia-container/stable/deb/{compat_data()['repos']['container_toolkit']['deb_arch_dirs'][arch]}"}
+    if name == "docker":
+        return {**common, "kind": "dists", "url": repo["url"], "suites": [repo["suite"]],
+                "components": list(repo["components"]), "serve": f"docker/linux/{repo['distro']}",
+                "serve_suite": repo["suite"]}
+    if name == "doca":
+        tail = repo["url"].rstrip("/").split("/")[-3:]
+        return {**common, "kind": "flat", "url": repo["url"], "serve": "doca/" + "/".join(tail)}
+    raise CompatError(f"kiln_mirror_plan: the {name} repository is not mirrored by kiln yet "
+                      f"(an apt site repository for Slurm: serve it yourself and set kiln_repos.{name}).")
+
+
+def _requests(os_key: str, family: str, stacks: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every package string the stacks install on this OS, plus the roles' distribution packages."""
+    out: set[str] = set()
+    for st in stacks:
+        for comp, pkgs in (st.get("packages") or {}).items():
+            out.update(str(p) for p in pkgs)
+        slurm_client = [p for p in (st.get("packages") or {}).get("slurmd", []) if p.startswith("slurm-client=")]
+        if (st.get("stack") or {}).get("pyxis") and slurm_client:
+            # roles/pyxis builds against the installed Slurm's headers, at its exact build
+            out.add("libslurm-dev=" + slurm_client[0].split("=", 1)[1])
+    for names in ((mirror_data().get("distro_packages") or {}).get(family) or {}).values():
+        out.update(names)
+    return sorted(out)
+
+
+def _files(stacks: Sequence[Mapping[str, Any]], checksums: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Source releases the roles download (pyxis, nccl-tests, enroot), each with the site's pinned sha256."""
+    out: dict[str, dict[str, Any]] = {}
+    errors: list[str] = []
+    wanted: list[tuple[str, str, str]] = []
+    for st in stacks:
+        stack = st.get("stack") or {}
+        if stack.get("pyxis"):
+            wanted.append(("pyxis", str(stack["pyxis"]), "pyxis_source_sha256"))
+        if stack.get("enroot"):
+            wanted.append(("enroot", str(stack["enroot"]), "enroot_artifacts_sha256"))
+    if checksums.get("nccl_tests"):
+        wanted.append(("nccl_tests", "", "burnin_tools_nccl_tests_sha256"))
+    for tool, version, var in wanted:
+        try:
+            rel = kiln_tool(tool, version or None)
+        except CompatError as exc:
+            errors.append(str(exc))
+            continue
+        pins = checksums.get(tool)
+        if tool == "enroot":
+            arch = "amd64"
+            names = [f"enroot_{rel['version']}-1_{arch}.deb", f"enroot+caps_{rel['version']}-1_{arch}.deb"]
+            pins = pins if isinstance(pins, Mapping) else {}
+            items = [(n, rel["url"] + n, pins.get(n)) for n in names]
+        else:
+            items = [(rel["url"].rsplit("/", 1)[-1], rel["url"], pins)]
+        for name, url, sha in items:
+            if not isinstance(sha, str) or not _SHA256.fullmatch(sha.lower()):
+                errors.append(f"{tool} {rel['version']}: no sha256 for {name}. Fix: set {var} (the roles refuse "
+                              f"the download without it, and so does the mirror).")
+                continue
+            serve = f"files/{tool}/{rel['version']}/{name}"
+            out[serve] = {"tool": tool, "version": rel["version"], "url": url, "sha256": sha.lower(), "serve": serve}
+    return [out[k] for k in sorted(out)], errors
+
+
+def _check_plan_stack(group: Any, st: Mapping[str, Any]) -> None:
+    """A kiln_plan stack entry's shape (stack, packages, repos, errors), before anything reads it."""
+    where = f"a stack of group {show(group)}"
+    need_mapping("kiln_mirror_plan", f"{where}: stack", st.get("stack") or {})
+    for comp, pkgs in need_mapping("kiln_mirror_plan", f"{where}: packages", st.get("packages") or {}).items():
+        if not all(isinstance(p, str) for p in need_list("kiln_mirror_plan", f"{where}: packages {show(comp)}", pkgs)):
+            raise CompatError(f"kiln_mirror_plan: {where}: packages {show(comp)} must be package strings")
+    for name, repo in need_mapping("kiln_mirror_plan", f"{where}: repos", st.get("repos") or {}).items():
+        need_mapping("kiln_mirror_plan", f"{where}: repository {show(name)}", repo)
+    if not all(isinstance(e, str) for e in need_list("kiln_mirror_plan", f"{where}: errors", st.get("errors") or [])):
+        raise CompatError(f"kiln_mirror_plan: {where}: errors must be strings")
+    if not isinstance(st.get("hosts", ""), (str, int)):
+        raise CompatError(f"kiln_mirror_plan: {where}: hosts must be a host list string")
+
+
+def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: Any = None,
+                     arch: str = "x86_64") -> dict[str, Any]:
+    """What an offline mirror holds for a kiln_plan result: targets per OS, files, stacks, errors.
+
+    ``plan`` is kiln_plan computed with ``upstreams`` as its repositories (the repositories the
+    build machine reads); ``upstreams.distribution`` names the distribution archive (url, and for
+    an OS whose archive key kiln has not verified, key_url and fingerprint). ``checksums`` maps a
+    tool (pyxis, nccl_tests: a sha256; enroot: file name -> sha256) to the pins the roles use.
+    Problems are collected in ``errors`` (the playbook refuses to build while any remain).
+    """
+    need_mapping("kiln_mirror_plan", "the input (a kiln_plan result)", plan)
+    site = _check_repos(upstreams, "kiln_mirror_upstreams")
+    if checksums is None:
+        checksums = {}
+    need_mapping("kiln_mirror_plan", "checksums", checksums)
+    if not isinstance(arch, str) or arch not in DEB_ARCH:
+        raise CompatError(f"kiln_mirror_plan: unknown arch {show(arch)}; use one of {list(DEB_ARCH)}")
+    by_fpr: dict[str, dict[str, Any]] = {}
+    errors: list[str] = []
+    for gname, group in (need_mapping("kiln_mirror_plan", "the plan's groups", plan.get("groups") or {})).items():
+        need_mapping("kiln_mirror_plan", f"group {show(gname)} of the plan", group)
+        for st in need_list("kiln_mirror_plan", f"the stacks of group {show(gname)}", group.get("stacks") or []):
+            need_mapping("kiln_mirror_plan", f"a stack of group {show(gname)}", st)
+            _check_plan_stack(gname, st)
+            if st.get("errors"):
+                errors.extend(f"group {gname}, hosts {st.get('hosts')}: {e}" for e in st["errors"])
+            stack = st.get("stack") or {}
+            if not stack.get("os") or not st.get("packages"):
+                continue
+            osx = _os_entry(stack["os"])
+            if not osx:
+                errors.append(f"group {gname}: unknown OS {show(stack['os'])}")
+                continue
+            fpr = mirror_stack_fingerprint(osx[0], st["packages"])
+            entry = by_fpr.setdefault(fpr, {"fingerprint": fpr, "os": osx[0], "hosts": [], "st": st})
+            entry["hosts"].append(str(st.get("hosts")))
+    targets: dict[str, dict[str, Any]] = {}
+    for fpr, entry in sorted(by_fpr.items()):
+        os_key, st = entry["os"], entry["st"]
+        osd = _os_entry(os_key)[1]
+        tgt = targets.setdefault(os_key, {"os": os_key, "pkg_mgr": osd["pkg_mgr"], "family": osd["family"],
+                                          "arch": arch, "deb_arch": DEB_ARCH[arch], "stacks": [], "_st": [],
+                                          "upstreams": {}})
+        tgt["stacks"].append(fpr)
+        tgt["_st"].append(st)
+        if osd["pkg_mgr"] != "apt":
+            errors.append(f"{os_key}: mirror.yml builds apt mirrors only so far; an EL mirror "
+                          f"(dnf download --resolve, module metadata) is not implemented (docs/airgap.md).")
+            continue
+        try:
+            tgt["upstreams"].setdefault("distribution", _distribution_upstream(os_key, site))
+        except CompatError as exc:
+            errors.append(str(exc))
+        for name, repo in (st.get("repos") or {}).items():
+            try:
+                tgt["upstreams"].setdefault(name, _repo_upstream(name, repo, os_key, arch))
+            except (CompatError, KeyError) as exc:
+                errors.append(f"{os_key}: {exc}")
+    out_targets = []
+    all_stacks = [st for t in targets.values() for st in t["_st"]]
+    for os_key in sorted(targets):
+        tgt = targets[os_key]
+        tgt["requests"] = _requests(os_key, tgt["family"], tgt.pop("_st"))
+        tgt["upstreams"] = [tgt["upstreams"][k] for k in sorted(tgt["upstreams"])]
+        out_targets.append(tgt)
+    files, file_errors = _files(all_stacks, checksums)
+    errors.extend(file_errors)
+    stacks = [{"fingerprint": f, "os": e["os"], "hosts": ", ".join(e["hosts"])} for f, e in sorted(by_fpr.items())]
+    return {"targets": out_targets, "files": files, "stacks": stacks, "errors": errors}
+
+
+def kiln_mirror_site_repos(mirror_plan: Mapping[str, Any], url: str, fingerprint: str) -> dict[str, Any]:
+    """The ``kiln_repos`` (per OS) that point every role at a mirror served at ``url``, signed by ``fingerprint``."""
+    need_mapping("kiln_mirror_site_repos", "the input (a kiln_mirror_plan result)", mirror_plan)
+    need_text("kiln_mirror_site_repos", "url", url)
+    need_text("kiln_mirror_site_repos", "fingerprint", fingerprint)
+    for tgt in need_list("kiln_mirror_site_repos", "targets", mirror_plan.get("targets") or []):
+        need_mapping("kiln_mirror_site_repos", "a target", tgt)
+        for up in need_list("kiln_mirror_site_repos", "a target's upstreams", tgt.get("upstreams") or []):
+            if not isinstance(up, Mapping) or not isinstance(up.get("name"), str) or not isinstance(up.get("serve"), str):
+                raise CompatError("kiln_mirror_site_repos: each upstream must be a kiln_mirror_plan upstream "
+                                  "(a mapping with name and serve)")
+    base = str(url).rstrip("/")
+    key = f"{base}/kiln-mirror.asc"
+    out: dict[str, Any] = {}
+    for tgt in mirror_plan.get("targets") or []:
+        repos: dict[str, Any] = {}
+        for up in tgt.get("upstreams") or []:
+            entry = {"key_url": key, "fingerprint": fingerprint}
+            if up["name"] == "distribution":
+                entry.update(url=f"{base}/{up['serve']}", suites=[str(up.get("serve_suite") or "")],
+                             components=[str(c) for c in up.get("components") or []])
+            elif up["name"] == "cuda":
+                entry["url"] = f"{base}/cuda"
+            elif up["name"] == "container_toolkit":
+                entry["url"] = f"{base}/libnvidia-container"
+            elif up["name"] == "docker":
+                entry["url"] = f"{base}/docker/linux"
+            elif up["name"] == "doca":
+                entry["url"] = f"{base}/doca"
+            repos[up["name"]] = entry
+        out[tgt["os"]] = repos
+    return out

@@ -1,0 +1,130 @@
+"""Verify the air-gapped converge: the node had no way out, and everything came from the site mirror.
+
+What is real: podman's internal network (no gateway), apt/dpkg and its signature checks, nginx's access
+log, the bundle's manifest and signature, Debian's real packages. What is a fixture: NVIDIA's
+repositories (the signed test-bed fixture, mirrored like the real ones) and the GPUs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "molecule"))
+sys.path.insert(0, str(ROOT / "module_utils"))
+from kiln_testinfra import podman_hosts  # noqa: E402
+
+testinfra_hosts = podman_hosts("gpu_nodes")
+MIRROR_HOST = "kiln-airgap-mirror"
+OUT = ROOT / ".cache" / "airgap-mirror"
+
+
+def _latest() -> dict:
+    return json.loads((OUT / "bundles" / "latest.json").read_text())
+
+
+def _manifest() -> dict:
+    return json.loads(Path(_latest()["bundle"][: -len(".tar")] + ".manifest.json").read_text())
+
+
+def _contents() -> dict:
+    return json.loads((OUT / "work" / "contents.json").read_text())
+
+
+def _podman(host: str, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", "exec", host, *argv], capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_no_route_out(host):
+    routes = host.check_output("ip -4 route")
+    assert "default" not in routes, routes
+    # the archive the controller downloaded from is out of reach
+    up = urllib.parse.urlsplit(os.environ.get("KILN_DEBIAN_MIRROR", "http://invalid.example/"))
+    addr = socket.gethostbyname(up.hostname)
+    probe = host.run(f"timeout 10 python3 -c 'import socket; socket.create_connection((\"{addr}\", 80), 5)'")
+    assert probe.rc != 0, f"the node reached {addr}:80"
+
+
+def test_apt_sources_name_only_the_mirror(host):
+    text = host.check_output("cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list "
+                             "2>/dev/null || true")
+    urls = re.findall(r"^(?:deb\s+(?:\[[^]]*\]\s+)?(\S+)|URIs:\s*(\S+))", text, re.MULTILINE)
+    found = [a or b for a, b in urls]
+    assert found, text
+    assert all(urllib.parse.urlsplit(u).hostname == MIRROR_HOST for u in found), found
+    assert not host.file("/etc/apt/sources.list.d/debian.sources").exists
+    update = host.run("apt-get update -q")
+    assert update.rc == 0 and "Err:" not in update.stdout and "W:" not in update.stderr, update.stdout + update.stderr
+
+
+def test_stack_installed_at_exact_versions_and_held(host):
+    pins = {"nvidia-open-580": "580.95.05-1", "cuda-toolkit-13-0": "13.0.2-1", "libnccl2": "2.28.7-1+cuda13.0",
+            "nvidia-container-toolkit": "1.19.1-1", "datacenter-gpu-manager-4-cuda13": "1:4.6.0-1"}
+    held = set(host.check_output("apt-mark showhold").split())
+    for name, version in pins.items():
+        assert host.check_output(f"dpkg-query -W -f '${{Version}}' {name}") == version, name
+        assert name in held, name
+
+
+def test_every_installed_package_came_from_the_mirror(host):
+    """Each package apt installed (its history) is in the bundle at that exact version."""
+    served = {(p["name"], p["version"]) for p in _contents()["packages"]}
+    history = host.check_output("cat /var/log/apt/history.log")
+    installed = re.findall(r"([a-z0-9][a-z0-9+.-]*):[a-z0-9]+ \(([^,)]+)", "\n".join(
+        line for line in history.splitlines() if line.startswith(("Install:", "Upgrade:"))))
+    assert installed, "apt installed nothing?"
+    missing = [f"{n}={v}" for n, v in installed if (n, v) not in served]
+    assert not missing, missing
+
+
+def test_mirror_log_shows_the_node_fetching():
+    log = _podman(MIRROR_HOST, "cat", "/var/log/nginx/kiln-mirror.access.log")
+    assert log.returncode == 0, log.stderr
+    node_ip = _podman("kiln-airgap-gpu", "hostname", "-I").stdout.split()[0]
+    lines = [line for line in log.stdout.splitlines() if line.startswith(node_ip + " ")]
+    paths = " ".join(lines)
+    assert "/distribution/debian-12/pool/" in paths and "/cuda/debian12/x86_64/" in paths, lines[:20]
+    assert all('" 200 ' in line or '" 304 ' in line or '" 404 ' in line for line in lines)
+
+
+def test_bundle_holds_exactly_the_closure_of_what_site_yml_installs():
+    """The manifest's packages are exactly apt's closure of the plan's requests, and every request is in it."""
+    from kiln_compat_engine import inventory, mirror, plan  # noqa: PLC0415
+
+    scenario = yaml.safe_load((Path(__file__).resolve().parents[1] / "molecule.yml").read_text())
+    stack = scenario["provisioner"]["inventory"]["group_vars"]["gpu_nodes"]["kiln_stack"]
+    contents = _contents()
+    requests = set(contents["requests"]["debian-12"])
+    # every pinned package of the stack is requested, and so is each distribution package the roles install
+    stacks = inventory.kiln_stacks_by_host({"n": {"kiln_stack": stack}}, ["n"])
+    pk = plan.kiln_plan(stacks, {"gpu_nodes": ["n"]})["groups"]["gpu_nodes"]["stacks"][0]["packages"]
+    pinned = {p for pkgs in pk.values() for p in pkgs}
+    assert pinned <= requests, pinned - requests
+    distro = {n for names in mirror.mirror_data()["distro_packages"]["debian"].values() for n in names}
+    assert requests == pinned | distro, requests ^ (pinned | distro)
+    served = {(p["name"], p["version"]) for p in contents["packages"]}
+    for req in pinned:
+        name, _, version = req.partition("=")
+        assert not version or (name, version) in served, req
+    # the bundle carries exactly those package files, plus indexes, signatures and the site key
+    debs = {f["path"] for f in _manifest()["files"] if f["path"].endswith(".deb")}
+    closure = {p["serve"] + "/" for p in contents["packages"]}
+    assert len(debs) == len(contents["packages"]), (len(debs), len(contents["packages"]))
+    assert all(any(d.startswith(c) for c in closure) for d in debs)
+    others = {f["path"] for f in _manifest()["files"]} - debs
+    assert all(re.search(r"(Packages(\.gz|\.xz)?|Release(\.gpg)?|InRelease|kiln-mirror\.asc)$", o) for o in others), others
+
+
+@pytest.mark.parametrize("case", ["one-byte", "missing-file", "foreign-signature", "other-stack"])
+def test_bad_bundles_were_made(case):
+    """The side effect offered each bad bundle (its refusal is asserted there); the copies exist."""
+    assert (OUT / "bad" / case).is_dir()
