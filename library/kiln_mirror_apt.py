@@ -42,6 +42,13 @@ options:
     description: Full fingerprint of the site key that signs the mirror.
     type: str
     required: true
+  local_debs:
+    description:
+      - Package files the mirror carries as downloads (Enroot's release packages): not served from a repository,
+        but their dependencies are part of the closure, which apt computes from the files themselves.
+    type: list
+    elements: path
+    default: []
   base_status:
     description:
       - A dpkg status file of the site's base image: packages it already has (at those versions) are left out
@@ -234,8 +241,9 @@ def build(module: AnsibleModule) -> dict[str, Any]:
     # --print-uris leaves out what the archive cache already holds: ask with an empty cache directory
     empty = os.path.join(root, "no-archives")
     os.makedirs(os.path.join(empty, "partial"), exist_ok=True)
+    wanted = list(target["requests"]) + [os.path.abspath(d) for d in p["local_debs"]]
     uris = parse_print_uris(_run(["apt-get"] + opts + ["-o", f"Dir::Cache::archives={empty}", "install", "--print-uris",
-                                                       "-qq", "-y"] + list(target["requests"]),
+                                                       "-qq", "-y"] + wanted,
                                  f"the dependency closure of {target['os']}")["stdout"])
     stanzas = []
     for fname in os.listdir(os.path.join(root, "lists")):
@@ -256,7 +264,7 @@ def build(module: AnsibleModule) -> dict[str, Any]:
                          "serve": up["serve"], "filename": os.path.basename(urllib.parse.unquote(entry["uri"])),
                          "path": path, "size": entry["size"]})
     if any(pk["path"].startswith(root) for pk in packages):  # http(s) upstreams: apt downloads (cached)
-        _run(["apt-get"] + opts + ["install", "--download-only", "-qq", "-y"] + list(target["requests"]),
+        _run(["apt-get"] + opts + ["install", "--download-only", "-qq", "-y"] + wanted,
              f"downloading the {target['os']} packages")
     for pk in packages:
         if not os.path.isfile(pk["path"]):
@@ -264,7 +272,7 @@ def build(module: AnsibleModule) -> dict[str, Any]:
         pk["sha256"] = _sha256(pk["path"])
         if (pk["size"], pk["sha256"]) not in hashes.get(pk["filename"], set()):
             raise MirrorError(f"{pk['filename']} (sha256 {pk['sha256']}) matches no signed index entry: refused")
-    state = hashlib.sha256(json.dumps({"key": key, "upstreams": target["upstreams"],
+    state = hashlib.sha256(json.dumps({"key": key, "upstreams": target["upstreams"], "local": wanted,
                                        "files": sorted((pk["serve"], pk["filename"], pk["sha256"]) for pk in packages)},
                                       sort_keys=True).encode()).hexdigest()
     state_file = os.path.join(p["work_dir"], f"state-{target['os']}.txt")
@@ -295,6 +303,7 @@ def main() -> None:
             "gpg_home": {"type": "path", "required": True},
             "site_key": {"type": "str", "required": True},
             "base_status": {"type": "path", "default": ""},
+            "local_debs": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )

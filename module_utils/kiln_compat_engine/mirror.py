@@ -100,8 +100,13 @@ def _requests(os_key: str, family: str, stacks: Sequence[Mapping[str, Any]]) -> 
     return sorted(out)
 
 
-def _files(stacks: Sequence[Mapping[str, Any]], checksums: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Source releases the roles download (pyxis, nccl-tests, enroot), each with the site's pinned sha256."""
+def _files(stacks: Sequence[Mapping[str, Any]], checksums: Mapping[str, Any],
+           file_urls: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Source releases the roles download (pyxis, nccl-tests, enroot), each with the site's pinned sha256.
+
+    ``file_urls`` replaces a tool's upstream (kiln_tool's URL: a file for pyxis and nccl_tests, the release
+    directory for enroot) where the build machine reads another copy.
+    """
     out: dict[str, dict[str, Any]] = {}
     errors: list[str] = []
     wanted: list[tuple[str, str, str]] = []
@@ -120,11 +125,17 @@ def _files(stacks: Sequence[Mapping[str, Any]], checksums: Mapping[str, Any]) ->
             errors.append(str(exc))
             continue
         pins = checksums.get(tool)
+        url = file_urls.get(tool)
+        if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://", "file://"))):
+            errors.append(f"kiln_mirror_file_urls.{tool} is {show(url)}: not an http(s):// or file:// URL")
+            continue
+        if url:
+            rel = {**rel, "url": url}
         if tool == "enroot":
             arch = "amd64"
             names = [f"enroot_{rel['version']}-1_{arch}.deb", f"enroot+caps_{rel['version']}-1_{arch}.deb"]
             pins = pins if isinstance(pins, Mapping) else {}
-            items = [(n, rel["url"] + n, pins.get(n)) for n in names]
+            items = [(n, rel["url"].rstrip("/") + "/" + n, pins.get(n)) for n in names]
         else:
             items = [(rel["url"].rsplit("/", 1)[-1], rel["url"], pins)]
         for name, url, sha in items:
@@ -153,13 +164,14 @@ def _check_plan_stack(group: Any, st: Mapping[str, Any]) -> None:
 
 
 def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: Any = None,
-                     arch: str = "x86_64") -> dict[str, Any]:
+                     arch: str = "x86_64", file_urls: Any = None) -> dict[str, Any]:
     """What an offline mirror holds for a kiln_plan result: targets per OS, files, stacks, errors.
 
     ``plan`` is kiln_plan computed with ``upstreams`` as its repositories (the repositories the
     build machine reads); ``upstreams.distribution`` names the distribution archive (url, and for
     an OS whose archive key kiln has not verified, key_url and fingerprint). ``checksums`` maps a
-    tool (pyxis, nccl_tests: a sha256; enroot: file name -> sha256) to the pins the roles use.
+    tool (pyxis, nccl_tests: a sha256; enroot: file name -> sha256) to the pins the roles use;
+    ``file_urls`` (kiln_mirror_file_urls) replaces a download's upstream URL.
     Problems are collected in ``errors`` (the playbook refuses to build while any remain).
     """
     need_mapping("kiln_mirror_plan", "the input (a kiln_plan result)", plan)
@@ -167,6 +179,7 @@ def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: 
     if checksums is None:
         checksums = {}
     need_mapping("kiln_mirror_plan", "checksums", checksums)
+    file_urls = need_mapping("kiln_mirror_plan", "file_urls (kiln_mirror_file_urls)", file_urls or {})
     if not isinstance(arch, str) or arch not in DEB_ARCH:
         raise CompatError(f"kiln_mirror_plan: unknown arch {show(arch)}; use one of {list(DEB_ARCH)}")
     by_fpr: dict[str, dict[str, Any]] = {}
@@ -217,7 +230,7 @@ def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: 
         tgt["requests"] = _requests(os_key, tgt["family"], tgt.pop("_st"))
         tgt["upstreams"] = [tgt["upstreams"][k] for k in sorted(tgt["upstreams"])]
         out_targets.append(tgt)
-    files, file_errors = _files(all_stacks, checksums)
+    files, file_errors = _files(all_stacks, checksums, file_urls)
     errors.extend(file_errors)
     stacks = [{"fingerprint": f, "os": e["os"], "hosts": ", ".join(e["hosts"])} for f, e in sorted(by_fpr.items())]
     return {"targets": out_targets, "files": files, "stacks": stacks, "errors": errors}

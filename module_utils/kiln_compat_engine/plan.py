@@ -92,6 +92,11 @@ def kiln_plan(stacks: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence
                         entry["repos"]["doca"] = doca
                     except CompatError as exc:
                         entry["errors"].append(f"doca repository: {exc}")
+                if site.get("distribution", {}).get("url"):  # a site mirror of the OS archive (docs/airgap.md)
+                    try:
+                        entry["repos"]["distribution"] = kiln_repo("distribution", stack["os"], site, arch)
+                    except CompatError as exc:
+                        entry["errors"].append(f"distribution repository: {exc}")
                 if stack.get("slurm") and site.get("slurm", {}).get("url"):
                     entry["repos"]["slurm"] = kiln_repo("slurm", stack["os"], site, arch)
                 if (resolved.get("container_engine") or {}).get("kind") == "docker-ce":

@@ -75,9 +75,20 @@ def test_stack_installed_at_exact_versions_and_held(host):
         assert name in held, name
 
 
+def _served() -> set[tuple[str, str]]:
+    """(name, version) of every package file the bundle carries: the closure, and release files (Enroot's)."""
+    out = {(p["name"], p["version"]) for p in _contents()["packages"]}
+    for f in _contents()["files"]:
+        name = f["serve"].rsplit("/", 1)[-1]
+        if name.endswith(".deb"):
+            pkg, version, _ = name[:-4].split("_")
+            out.add((pkg, version))
+    return out
+
+
 def test_every_installed_package_came_from_the_mirror(host):
     """Each package apt installed (its history) is in the bundle at that exact version."""
-    served = {(p["name"], p["version"]) for p in _contents()["packages"]}
+    served = _served()
     history = host.check_output("cat /var/log/apt/history.log")
     installed = re.findall(r"([a-z0-9][a-z0-9+.-]*):[a-z0-9]+ \(([^,)]+)", "\n".join(
         line for line in history.splitlines() if line.startswith(("Install:", "Upgrade:"))))
@@ -92,7 +103,8 @@ def test_mirror_log_shows_the_node_fetching():
     node_ip = _podman("kiln-airgap-gpu", "hostname", "-I").stdout.split()[0]
     lines = [line for line in log.stdout.splitlines() if line.startswith(node_ip + " ")]
     paths = " ".join(lines)
-    assert "/distribution/debian-12/pool/" in paths and "/cuda/debian12/x86_64/" in paths, lines[:20]
+    for path in ("/distribution/debian-12/pool/", "/cuda/debian12/x86_64/", "/files/enroot/3.5.0/", "/files/pyxis/0.20.0/"):
+        assert path in paths, (path, lines[:20])
     assert all('" 200 ' in line or '" 304 ' in line or '" 404 ' in line for line in lines)
 
 
@@ -101,7 +113,7 @@ def test_bundle_holds_exactly_the_closure_of_what_site_yml_installs():
     from kiln_compat_engine import inventory, mirror, plan  # noqa: PLC0415
 
     scenario = yaml.safe_load((Path(__file__).resolve().parents[1] / "molecule.yml").read_text())
-    stack = scenario["provisioner"]["inventory"]["group_vars"]["gpu_nodes"]["kiln_stack"]
+    stack = scenario["provisioner"]["inventory"]["group_vars"]["cluster"]["kiln_stack"]
     contents = _contents()
     requests = set(contents["requests"]["debian-12"])
     # every pinned package of the stack is requested, and so is each distribution package the roles install
@@ -110,17 +122,23 @@ def test_bundle_holds_exactly_the_closure_of_what_site_yml_installs():
     pinned = {p for pkgs in pk.values() for p in pkgs}
     assert pinned <= requests, pinned - requests
     distro = {n for names in mirror.mirror_data()["distro_packages"]["debian"].values() for n in names}
-    assert requests == pinned | distro, requests ^ (pinned | distro)
+    # roles/pyxis builds against Slurm's headers at the installed Slurm's exact build
+    client = next(p for p in pinned if p.startswith("slurm-client="))
+    headers = {"libslurm-dev=" + client.split("=", 1)[1]} if stack.get("pyxis") else set()
+    assert requests == pinned | distro | headers, requests ^ (pinned | distro | headers)
     served = {(p["name"], p["version"]) for p in contents["packages"]}
     for req in pinned:
         name, _, version = req.partition("=")
         assert not version or (name, version) in served, req
-    # the bundle carries exactly those package files, plus indexes, signatures and the site key
-    debs = {f["path"] for f in _manifest()["files"] if f["path"].endswith(".deb")}
+    # the bundle carries exactly those package files, the release files, plus indexes, signatures and the site key
+    files = {f["serve"] for f in contents["files"]}
+    assert {f["path"] for f in _manifest()["files"] if f["path"].startswith("files/")} == files
+    assert {f["tool"] for f in contents["files"]} == {"enroot", "pyxis"}
+    debs = {f["path"] for f in _manifest()["files"] if f["path"].endswith(".deb") and f["path"] not in files}
     closure = {p["serve"] + "/" for p in contents["packages"]}
     assert len(debs) == len(contents["packages"]), (len(debs), len(contents["packages"]))
     assert all(any(d.startswith(c) for c in closure) for d in debs)
-    others = {f["path"] for f in _manifest()["files"]} - debs
+    others = {f["path"] for f in _manifest()["files"]} - debs - files
     assert all(re.search(r"(Packages(\.gz|\.xz)?|Release(\.gpg)?|InRelease|kiln-mirror\.asc)$", o) for o in others), others
 
 
@@ -128,3 +146,21 @@ def test_bundle_holds_exactly_the_closure_of_what_site_yml_installs():
 def test_bad_bundles_were_made(case):
     """The side effect offered each bad bundle (its refusal is asserted there); the copies exist."""
     assert (OUT / "bad" / case).is_dir()
+
+
+def test_a_job_runs_on_the_air_gapped_node():
+    """Slurm, installed from the mirror, runs a job on the GPU node (srun from the controller)."""
+    out = ""
+    for _ in range(30):
+        res = _podman("kiln-airgap-ctl", "timeout", "30", "srun", "-N1", "-w", "kiln-airgap-gpu", "hostname")
+        out = res.stdout
+        if res.returncode == 0:
+            break
+        subprocess.run(["sleep", "2"], check=False)
+    assert out.strip() == "kiln-airgap-gpu", (out, res.stderr)
+
+
+def test_enroot_and_pyxis_from_the_mirrors_files(host):
+    assert host.check_output("dpkg-query -W -f '${Version}' enroot") == "3.5.0-1"
+    assert "enroot" in host.check_output("apt-mark showhold").split()
+    assert host.file("/etc/slurm/plugstack.conf.d").exists or host.file("/etc/slurm/plugstack.conf").exists
