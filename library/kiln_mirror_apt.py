@@ -101,6 +101,7 @@ from ansible.module_utils.kiln.mirror.apt import (
     apt_options,
     deb_fields,
     index_hashes,
+    missing_requests,
     parse_packages_index,
     parse_print_uris,
     pinned_key_listing,
@@ -266,6 +267,11 @@ def build(module: AnsibleModule) -> dict[str, Any]:
     if any(pk["path"].startswith(root) for pk in packages):  # http(s) upstreams: apt downloads (cached)
         _run(["apt-get"] + opts + ["install", "--download-only", "-qq", "-y"] + wanted,
              f"downloading the {target['os']} packages")
+    if not p["base_status"]:  # from nothing, every request is in the closure (else apt's answer was misread)
+        lost = missing_requests(target["requests"], packages)
+        if lost:
+            raise MirrorError(f"apt's closure of the {target['os']} requests lacks {', '.join(lost[:10])}: the mirror would "
+                              f"not serve them; nothing was built")
     for pk in packages:
         if not os.path.isfile(pk["path"]):
             raise MirrorError(f"{pk['filename']} was not downloaded ({pk['path']})")

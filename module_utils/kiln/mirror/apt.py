@@ -147,6 +147,23 @@ def deb_fields(filename: str) -> tuple[str, str, str]:
     return parts[0], urllib.parse.unquote(parts[1]), parts[2]
 
 
+def missing_requests(requests: Sequence[str], packages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The requests (``name`` or ``name=version``) no package of the closure satisfies.
+
+    From an empty dpkg status every request must be in the closure; one that is not means apt's answer
+    was not read (a changed output format), and a mirror built from it would lack the package. A pool
+    file name carries no epoch, so ``1:4.6.0-1`` matches ``4.6.0-1``.
+    """
+    have = {(str(p["name"]), str(p["version"]).split(":", 1)[-1]) for p in packages}
+    names = {n for n, _ in have}
+    out = []
+    for req in requests:
+        name, _, version = str(req).partition("=")
+        if (version and (name, version.split(":", 1)[-1]) not in have) or (not version and name not in names):
+            out.append(str(req))
+    return out
+
+
 def pinned_key_listing(colons: str, fingerprint: str) -> tuple[bool, list[str]]:
     """From ``gpg --show-keys --with-colons``: whether the pinned key is there, and every primary key's fingerprint."""
     prim: list[str] = []

@@ -56,6 +56,13 @@ def test_index_hashes_and_deb_fields():
         apt.deb_fields("not-a-deb")
 
 
+def test_missing_requests_names_what_the_closure_lacks():
+    pk = [{"name": "chrony", "version": "4.3-2"}, {"name": "dcgm", "version": "4.6.0-1"}]
+    assert apt.missing_requests(["chrony", "dcgm=1:4.6.0-1"], pk) == []
+    assert apt.missing_requests(["chrony=4.3-3", "gnupg", "dcgm=4.6.0-1"], pk) == ["chrony=4.3-3", "gnupg"]
+    assert apt.missing_requests(["chrony"], []) == ["chrony"]
+
+
 def test_gpg_listings():
     colons = ("pub:-:4096:1:X:1::::::scSC:\nfpr:::::::::" + "A" * 40 + ":\nsub:-:1:1:Y:1::::::s:\nfpr:::::::::" + "B" * 40
               + ":\npub:-:1:1:Z:1::::::s:\nfpr:::::::::" + "C" * 40 + ":\n")
