@@ -142,10 +142,24 @@ def test_bundle_holds_exactly_the_closure_of_what_site_yml_installs():
     assert all(re.search(r"(Packages(\.gz|\.xz)?|Release(\.gpg)?|InRelease|kiln-mirror\.asc)$", o) for o in others), others
 
 
-@pytest.mark.parametrize("case", ["one-byte", "missing-file", "foreign-signature", "other-stack"])
-def test_bad_bundles_were_made(case):
-    """The side effect offered each bad bundle (its refusal is asserted there); the copies exist."""
-    assert (OUT / "bad" / case).is_dir()
+@pytest.mark.parametrize("case,reason", [
+    ("one-byte", r"\.deb: sha256 [0-9a-f]+ differs"),
+    ("missing-file", "missing from the archive"),
+    ("foreign-signature", "not by the pinned site key"),
+    ("other-stack", "built for other stacks"),
+])
+def test_bad_bundles_are_refused_by_the_tool_too(case, reason):
+    """tools/kiln-bundle (the check an operator runs by hand) refuses each bad bundle for its own fault."""
+    bundle = next((OUT / "bad" / case).glob("*.tar"))
+    stacks = [s["fingerprint"] for s in _manifest()["stacks"]] + (["0123456789ab"] if case == "other-stack" else [])
+    stack_file = OUT / "bad" / case / "expected-stacks.json"
+    stack_file.write_text(json.dumps(stacks))
+    res = subprocess.run([str(ROOT / "tools" / "kiln-bundle"), "verify", "--bundle", str(bundle),
+                          "--key-file", str(OUT / "tree" / "kiln-mirror.asc"),
+                          "--fingerprint", os.environ["KILN_SITE_FPR"], "--stacks", str(stack_file)],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
+    assert re.search(reason, res.stdout + res.stderr), res.stdout + res.stderr
 
 
 def test_a_job_runs_on_the_air_gapped_node():
