@@ -23,5 +23,6 @@ class FilterModule:
             "kiln_launch_program": kiln_launch.kiln_launch_program,
             "kiln_launch_argv": kiln_launch.kiln_launch_argv,
             "kiln_launch_context": context.kiln_launch_context,
+            "kiln_node_link": context.kiln_node_link,
             "kiln_iperf_link": kiln_iperf.kiln_iperf_link,
         }

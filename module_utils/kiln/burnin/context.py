@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import FilterError
 from .launch import ENGINES, LaunchError, _strings, _whole, engine_program
 
-__all__ = ["SETTINGS", "kiln_launch_context", "run_context"]
+__all__ = ["SETTINGS", "kiln_node_link", "kiln_launch_context", "node_link", "run_context"]
 
 #: The settings the context reads: name in the filter's mapping -> the burn-in variable it comes from.
 SETTINGS: dict[str, str] = {
@@ -68,6 +68,55 @@ def _iface(value: Any, what: str) -> str:
     return value
 
 
+def node_link(facts: Any, iface: Any = None, host: str = "?") -> dict[str, str]:
+    """The interface and IPv4 address a node's burn-in traffic (MPI, NCCL's socket, iperf3) uses.
+
+    *iface* (kiln_burnin_iface) when set; else the default route's interface; else the node's only
+    non-loopback interface with an IPv4 address: an air-gapped node often has no default route, and
+    guessing among several interfaces (or a name such as eth0) could measure the wrong link.
+    Returns ``{"iface", "address"}``; LaunchError naming the host and kiln_burnin_iface otherwise.
+    """
+    if not isinstance(facts, Mapping):
+        raise LaunchError(f"host {host!r} has no facts in this run (gather its facts)")
+    fix = "set kiln_burnin_iface to the interface the nodes reach each other on"
+    default = facts.get("default_ipv4") if isinstance(facts.get("default_ipv4"), Mapping) else {}
+    if iface is not None:
+        name = _iface(iface, SETTINGS["iface"])
+    elif default.get("interface"):
+        name = _iface(default["interface"], f"host {host!r}: ansible_facts['default_ipv4']['interface']")
+    else:
+        names = facts.get("interfaces") if isinstance(facts.get("interfaces"), list) else []
+        with_ipv4 = sorted(str(n) for n in names if str(n) != "lo" and _ipv4(facts, str(n))
+                           and (facts.get(str(n).replace("-", "_")) or {}).get("type") != "loopback")
+        if len(with_ipv4) != 1:
+            found = ", ".join(with_ipv4) or "none"
+            raise LaunchError(f"host {host!r} has no default route and {len(with_ipv4)} interfaces with an IPv4 "
+                              f"address ({found}): kiln cannot tell which link the burn-in measures; {fix}")
+        name = with_ipv4[0]
+    address = _ipv4(facts, name)
+    if not address and default.get("interface") == name:
+        address = str(default.get("address") or "")
+    if not address:
+        raise LaunchError(f"host {host!r}: interface {name!r} has no IPv4 address in its facts; {fix}")
+    return {"iface": name, "address": address}
+
+
+def _ipv4(facts: Mapping[str, Any], name: str) -> str:
+    """The IPv4 address of interface *name* in Ansible's facts ('' when none)."""
+    entry = facts.get(name.replace("-", "_"))
+    ipv4 = entry.get("ipv4") if isinstance(entry, Mapping) else None
+    address = ipv4.get("address") if isinstance(ipv4, Mapping) else None
+    return str(address) if isinstance(address, str) and address else ""
+
+
+def kiln_node_link(facts: Any, iface: Any = None, host: Any = "?") -> dict[str, str]:
+    """Filter: :func:`node_link` (``ansible_facts | kiln_node_link(kiln_burnin_iface, inventory_hostname)``)."""
+    try:
+        return node_link(facts, iface, str(host))
+    except LaunchError as exc:
+        raise FilterError(f"kiln_node_link: {exc}") from exc
+
+
 def run_context(hosts: Mapping[str, Any], targets: Sequence[str], fabric_nodes: Sequence[str], mode: str,
                 settings: Mapping[str, Any]) -> dict[str, Any]:
     """The launch context of a run over *targets* (the first of *fabric_nodes*, else of *targets*, is
@@ -91,12 +140,8 @@ def run_context(hosts: Mapping[str, Any], targets: Sequence[str], fabric_nodes: 
         raise LaunchError(f"host {first!r}: __burnin_engine is {str(engine)[:40]!r}, not one of {', '.join(ENGINES)}")
     tool = _fact(hosts, first, ["__burnin_tools", TOOLS[engine]], fix)
     facts = _fact(hosts, first, ["ansible_facts"], "gather its facts")
-    iface = settings["iface"]
-    if iface is None:
-        iface = (facts.get("default_ipv4") or {}).get("interface") or "eth0"
-        iface = _iface(iface, f"host {first!r}: ansible_facts['default_ipv4']['interface']")
-    else:
-        iface = _iface(iface, SETTINGS["iface"])
+    iface = _iface(settings["iface"], SETTINGS["iface"]) if settings["iface"] is not None \
+        else node_link(facts, None, first)["iface"]
     args = settings["cpu_args"] if engine == "cpu" else settings["fabric_args"]
     exe = engine_program(engine, tool, mode, args)
     pair_args = settings["pair_args"]
@@ -122,7 +167,9 @@ def run_context(hosts: Mapping[str, Any], targets: Sequence[str], fabric_nodes: 
     for host in targets:
         host_facts = _fact(hosts, host, ["ansible_facts"], "gather its facts")
         slurm_names[host] = str(_fact(hosts, host, ["ansible_facts", "hostname"], "gather its facts"))
-        addresses[host] = str((host_facts.get("default_ipv4") or {}).get("address") or "")
+        # its address on the interface, else on its default route ('' when neither: mpirun's launch refuses it)
+        default = host_facts.get("default_ipv4") if isinstance(host_facts.get("default_ipv4"), Mapping) else {}
+        addresses[host] = _ipv4(host_facts, iface) or str(default.get("address") or "")
         versions[host] = _fact(hosts, host, ["__burnin_versions"], fix)  # a mixed-version check needs every one
     return {"first": first, "engine": engine, "iface": iface, "exe": exe, "pair_exe": pair_exe, "ppn": ppn,
             "nccl_env": nccl_env, "env": {**mca, **(nccl_env if engine == "nccl-tests" else {})},

@@ -20,6 +20,8 @@ from . import fabric_checks as kiln_burnin_fabric_checks
 from . import fabric_pairs as kiln_burnin_fabric_pairs
 from ..facts import fabric_text as kiln_fabric_text
 from ..errors import FilterError
+from .context import node_link
+from .launch import LaunchError
 
 
 def _expected(nodes_fabric: Any) -> dict[str, dict[str, Any]]:
@@ -99,9 +101,10 @@ def kiln_rdma_judge(plan: Any, outputs: Any, fabric_path: Any) -> dict[str, list
         raise FilterError(f"kiln burn-in: cannot judge the ib_write_bw pairs: {exc}") from None
 
 
-def kiln_rdma_argv(entry: Any, tool: Any, args: Any, timeout: Any, hostvars: Any = None) -> list[str]:
+def kiln_rdma_argv(entry: Any, tool: Any, args: Any, timeout: Any, hostvars: Any = None, iface: Any = None) -> list[str]:
     """The argv of one plan entry's ib_write_bw: the server's (no *hostvars*) or the client's (with the
-    server's address from *hostvars*: its default IPv4 address, else its inventory name). Every element
+    server's address from *hostvars*: its burn-in link's IPv4 address, :func:`context.node_link` with
+    *iface* = kiln_burnin_iface, else its inventory name). Every element
     is a separate argument, bounded by timeout(1); nothing reaches a shell."""
     if not isinstance(entry, Mapping) or not isinstance(args, list):
         raise FilterError("kiln_rdma_argv: needs a plan entry and a list of ib_write_bw options")
@@ -118,8 +121,11 @@ def kiln_rdma_argv(entry: Any, tool: Any, args: Any, timeout: Any, hostvars: Any
         server = str(entry.get("server"))
         host = hostvars.get(server) if isinstance(hostvars, Mapping) else None
         facts = host.get("ansible_facts") if isinstance(host, Mapping) else None
-        ipv4 = facts.get("default_ipv4") if isinstance(facts, Mapping) else None
-        argv.append(str((ipv4.get("address") if isinstance(ipv4, Mapping) else None) or server))
+        try:
+            address = node_link(facts, iface, server)["address"]
+        except LaunchError:
+            address = server  # the server's inventory name, resolved by the client (as ib_write_bw's own usage)
+        argv.append(address)
     return argv
 
 

@@ -109,3 +109,73 @@ def test_every_target_gets_a_name_and_an_address_and_the_input_is_left_alone(tar
     assert ctx["first"] == targets[-1] and ctx["ppn"] == (1 if engine == "cpu" else gpus)
     assert all(isinstance(v, str) for v in ctx["env"].values())
     assert ("NCCL_ALGO" in ctx["env"]) == (engine == "nccl-tests")
+
+
+# --- the burn-in's link with no default route (air-gapped nodes) --------------------------------------------
+
+from kiln.burnin.context import kiln_node_link, node_link  # noqa: E402
+
+
+def airgapped(*ifaces: tuple[str, str]) -> dict[str, Any]:
+    """Facts of a node with no default route: loopback plus *ifaces* (name, IPv4 address or '')."""
+    facts: dict[str, Any] = {"default_ipv4": {}, "interfaces": ["lo"] + [n for n, _ in ifaces],
+                             "lo": {"device": "lo", "type": "loopback", "ipv4": {"address": "127.0.0.1"}}}
+    for name, address in ifaces:
+        facts[name.replace("-", "_")] = {"device": name, "type": "ether",
+                                         **({"ipv4": {"address": address}} if address else {})}
+    return facts
+
+
+def test_no_default_route_takes_the_only_interface_with_an_address() -> None:
+    assert node_link(airgapped(("eth0", "10.89.78.5")), None, "n1") == {"iface": "eth0", "address": "10.89.78.5"}
+    # an interface without an address (an unconfigured IPoIB port) is not a candidate
+    assert node_link(airgapped(("eth0", "10.89.78.5"), ("ib0", "")), None, "n1")["iface"] == "eth0"
+    # a dash in the name is an underscore in the facts' key
+    assert node_link(airgapped(("ens-1", "10.0.0.9")), None, "n1") == {"iface": "ens-1", "address": "10.0.0.9"}
+
+
+def test_the_operators_interface_wins_and_must_have_an_address() -> None:
+    facts = airgapped(("eth0", "10.89.78.5"), ("ib0", "10.10.0.11"))
+    assert node_link(facts, "ib0", "n1") == {"iface": "ib0", "address": "10.10.0.11"}
+    with pytest.raises(LaunchError, match=r"host 'n1': interface 'ib1' has no IPv4 address.*kiln_burnin_iface"):
+        node_link(facts, "ib1", "n1")
+
+
+def test_with_a_default_route_its_interface_and_address() -> None:
+    facts = {"default_ipv4": {"interface": "eth0", "address": "10.0.0.1"}}
+    assert node_link(facts, None, "n1") == {"iface": "eth0", "address": "10.0.0.1"}
+
+
+@pytest.mark.parametrize("facts,match", [
+    (airgapped(("eth0", "10.0.0.1"), ("eth1", "10.0.1.1")), r"host 'n1' has no default route and 2 interfaces .*eth0, eth1.*kiln_burnin_iface"),
+    (airgapped(), r"host 'n1' has no default route and 0 interfaces .*\(none\)"),
+    (None, r"host 'n1' has no facts"),
+    ({"default_ipv4": {"interface": "eth0,eth1", "address": "10.0.0.1"}}, "interface name"),
+])
+def test_no_guess_among_interfaces(facts: Any, match: str) -> None:
+    with pytest.raises(LaunchError, match=match):
+        node_link(facts, None, "n1")
+    with pytest.raises(FilterError, match="kiln_node_link: "):
+        kiln_node_link(facts, None, "n1")
+
+
+def test_the_context_of_air_gapped_nodes() -> None:
+    hosts = {name: {**host(name=name), "ansible_facts": {**airgapped(("eth0", addr)), "hostname": name,
+                                                          "kiln_gpu": {"pci_gpu_count": 2}}}
+             for name, addr in (("a1", "10.89.78.5"), ("a2", "10.89.78.6"))}
+    ctx = run_context(hosts, ["a1", "a2"], [], "default", KNOBS)
+    assert ctx["iface"] == "eth0" and ctx["addresses"] == {"a1": "10.89.78.5", "a2": "10.89.78.6"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), st.one_of(st.none(), st.text(max_size=8), st.integers(),
+                                                      st.dictionaries(st.text(max_size=6), st.text(max_size=6))),
+                       max_size=6),
+       st.one_of(st.none(), st.text(max_size=20)))
+def test_hostile_facts_give_a_link_or_a_named_error(facts: dict[str, Any], iface: Any) -> None:
+    try:
+        link = node_link(facts, iface, "n1")
+    except LaunchError as exc:
+        assert "n1" in str(exc) or "kiln_burnin_iface" in str(exc)
+    else:
+        assert link["iface"] and link["address"]

@@ -127,7 +127,7 @@ def test_rdma_plan_and_judge_name_the_slow_hca(tmp_path: Path) -> None:
 def test_argv_is_a_list_of_words() -> None:
     entry = {"client": "c1", "server": "c2", "client_hca": "mlx5_0", "server_hca": "mlx5_1", "ib_port": 1,
              "server_ib_port": 1, "tcp_port": 18515}
-    hostvars = {"c2": {"ansible_facts": {"default_ipv4": {"address": "10.0.0.2"}}}}
+    hostvars = {"c2": {"ansible_facts": {"default_ipv4": {"interface": "eth0", "address": "10.0.0.2"}}}}
     assert ff.kiln_rdma_argv(entry, "ib_write_bw", ["-F"], 60) == [
         "timeout", "60", "ib_write_bw", "-d", "mlx5_1", "-i", "1", "-p", "18515", "-F"]
     assert ff.kiln_rdma_argv(entry, "ib_write_bw", ["-F"], 60, hostvars)[-1] == "10.0.0.2"

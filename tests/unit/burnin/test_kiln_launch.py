@@ -230,7 +230,7 @@ LAUNCH = {"launcher": "mpirun", "ppn": 8, "iface": "ens2", "env": dict.fromkeys(
 
 def test_filters_exposed():
     assert set(klf.FilterModule().filters()) == {"kiln_launch_argv", "kiln_launch_mode", "kiln_launch_program",
-                                                 "kiln_launch_context", "kiln_iperf_link"}
+                                                 "kiln_launch_context", "kiln_iperf_link", "kiln_node_link"}
 
 
 def test_filter_equals_the_function_and_reads_the_environment_names():
