@@ -100,7 +100,7 @@ def test_every_installed_package_came_from_the_mirror(host):
 def test_mirror_log_shows_the_node_fetching():
     log = _podman(MIRROR_HOST, "cat", "/var/log/nginx/kiln-mirror.access.log")
     assert log.returncode == 0, log.stderr
-    node_ip = _podman("kiln-airgap-gpu", "hostname", "-I").stdout.split()[0]
+    node_ip = _podman("kiln-airgap-gpu1", "hostname", "-I").stdout.split()[0]
     lines = [line for line in log.stdout.splitlines() if line.startswith(node_ip + " ")]
     paths = " ".join(lines)
     for path in ("/distribution/debian-12/pool/", "/cuda/debian12/x86_64/", "/files/enroot/3.5.0/", "/files/pyxis/0.20.0/"):
@@ -162,16 +162,46 @@ def test_bad_bundles_are_refused_by_the_tool_too(case, reason):
     assert re.search(reason, res.stdout + res.stderr), res.stdout + res.stderr
 
 
-def test_a_job_runs_on_the_air_gapped_node():
-    """Slurm, installed from the mirror, runs a job on the GPU node (srun from the controller)."""
+def test_a_job_runs_on_the_air_gapped_nodes():
+    """Slurm, installed from the mirror, runs a job on both GPU nodes (srun from the controller)."""
     out = ""
     for _ in range(30):
-        res = _podman("kiln-airgap-ctl", "timeout", "30", "srun", "-N1", "-w", "kiln-airgap-gpu", "hostname")
+        res = _podman("kiln-airgap-ctl", "timeout", "30", "srun", "-N2", "-w", "kiln-airgap-gpu[1-2]", "hostname")
         out = res.stdout
         if res.returncode == 0:
             break
         subprocess.run(["sleep", "2"], check=False)
-    assert out.strip() == "kiln-airgap-gpu", (out, res.stderr)
+    assert sorted(out.split()) == ["kiln-airgap-gpu1", "kiln-airgap-gpu2"], (out, res.stderr)
+
+
+def _burnin_summary() -> dict:
+    results = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "burnin-results"
+    found = sorted(results.glob("*/summary.json"))
+    assert len(found) == 1, found
+    return json.loads(found[0].read_text())
+
+
+def test_burn_in_passed_with_no_route_out():
+    """site.yml's burn-in ran on the air-gapped nodes: pairs, the fabric all-reduce and every node PASS."""
+    summary = _burnin_summary()
+    assert summary["overall"]["status"] == "PASS", summary["overall"]
+    assert sorted(summary["nodes"]) == ["kiln-airgap-gpu1", "kiln-airgap-gpu2"]
+    assert summary["actions"] == []
+    assert summary["fabric"][0]["status"] == "PASS" and summary["fabric"][0]["value"] > 0
+    for name, node in summary["nodes"].items():
+        checks = {c["id"]: c["status"] for c in node["checks"]}
+        assert node["status"] == "PASS", (name, checks)
+        assert checks.get("nccl.pair.all_reduce") == "PASS", (name, checks)
+
+
+def test_fabric_from_the_mirror_judged_by_the_burn_in(host):
+    """Debian's inbox RDMA stack came from the mirror at its pinned build, and the burn-in judged every HCA."""
+    for pkg in ("rdma-core", "ibverbs-utils", "infiniband-diags", "perftest"):
+        assert pkg in host.check_output("apt-mark showhold").split(), pkg
+    node = _burnin_summary()["nodes"][host.backend.get_hostname()]
+    checks = {c["id"]: c for c in node["checks"]}
+    for cid in ("fabric.facts", "fabric.ports", "fabric.rate", "fabric.counters", "fabric.gpudirect", "rdma.write_bw"):
+        assert checks[cid]["status"] == "PASS", checks.get(cid)
 
 
 def test_enroot_and_pyxis_from_the_mirrors_files(host):
