@@ -8,8 +8,13 @@ whose dependency closure the mirror carries (every pinned package of every stack
 the distribution packages kiln's roles install by name, ``data/mirror.yml``), the upstream
 repositories to read them from (each with the key fingerprint kiln pins) and where the mirror
 serves each one; plus the downloaded files (source releases) with their pinned sha256.
+An EL (dnf) target reads rpm-md repositories (kind ``rpm``): the distribution's (per
+``data/mirror.yml``), EPEL (Slurm, munge, the node exporter) and the vendors'; it carries the dnf
+module streams the stacks enable (the driver's ``nvidia-driver:<branch>-open``), so the closure is
+computed with them enabled.
 :func:`kiln_mirror_site_repos` is the ``kiln_repos`` a site sets to point every role at the mirror.
-Nothing here touches a host: playbooks/mirror.yml runs the closure and the downloads (library/kiln_mirror_apt.py).
+Nothing here touches a host: playbooks/mirror.yml runs the closure and the downloads
+(library/kiln_mirror_apt.py, library/kiln_mirror_dnf.py).
 """
 
 from __future__ import annotations
@@ -23,13 +28,15 @@ from typing import Any
 from .data import compat_data, mirror_data
 from .errors import CompatError, need_list, need_mapping, need_text
 from .lookup import _os_entry
-from .packages import kiln_tool
+from .packages import PACKAGE_COMPONENTS, kiln_pkg_modules, kiln_tool
 from .repos import _check_repos
 from .schema import show
 
 #: apt architecture names
 DEB_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 _SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
+_EL_OS = re.compile(r"([a-z]+)-([0-9]{1,3})(?:\.[0-9]{1,2})?", re.ASCII)
+_REPO_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,47}", re.ASCII)
 
 
 def mirror_stack_fingerprint(os_key: str, packages: Mapping[str, Sequence[str]]) -> str:
@@ -61,13 +68,83 @@ def _distribution_upstream(os_key: str, site: Mapping[str, Any]) -> dict[str, An
             "serve": f"distribution/{os_key}", "serve_suite": data["codename"]}
 
 
-def _repo_upstream(name: str, repo: Mapping[str, Any], os_key: str, arch: str) -> dict[str, Any]:
+def el_distribution(stack_os: str) -> str:
+    """The distribution as kiln_stack.os names it, for data/mirror.yml: ``rocky-9.4`` -> ``rocky-9``, ``redhat-9`` -> ``rhel-9``."""
+    m = _EL_OS.fullmatch(str(stack_os).strip().lower())
+    if not m:
+        raise CompatError(f"kiln_mirror_plan: {show(stack_os)} is not an OS id such as rocky-9")
+    name = "rhel" if m.group(1) == "redhat" else m.group(1)
+    return f"{name}-{m.group(2)}"
+
+
+def _fill(layout: str, **values: str) -> str:
+    """A layout's {url} {repo} {arch} {releasever} replaced (str.format is never run on a site's string)."""
+    out = layout
+    for key, value in values.items():
+        out = out.replace("{" + key + "}", value)
+    return out
+
+
+def _el_distribution_upstreams(distro: str, site: Mapping[str, Any], arch: str) -> list[dict[str, Any]]:
+    """The distribution's rpm-md repositories (BaseOS, AppStream, CRB for Rocky 9) as upstreams."""
+    data = (mirror_data().get("distribution") or {}).get(distro)
+    if not data or not data.get("repos"):
+        raise CompatError(f"kiln_mirror_plan: kiln has no repository data for the {distro} distribution "
+                          f"(data/mirror.yml distribution); the mirror cannot be built for it.")
+    up = dict(site.get("distribution") or {})
+    if not up.get("url"):
+        raise CompatError(f"kiln_mirror_plan: no upstream for the {distro} repositories. Fix: set "
+                          f"kiln_mirror_upstreams.distribution.url (e.g. https://dl.rockylinux.org/pub/rocky/9 for "
+                          f"rocky-9: the repositories are read at {data['layout']}) and key_url.")
+    fpr = up.get("fingerprint") or data.get("key_fingerprint")
+    if not fpr:
+        raise CompatError(f"kiln_mirror_plan: kiln has no verified key for the {distro} repositories. Fix: set "
+                          f"kiln_mirror_upstreams.distribution.fingerprint to the full fingerprint of the key that "
+                          f"signs its packages and repomd.xml, and key_url to that key.")
+    if not up.get("key_url"):
+        raise CompatError(f"kiln_mirror_plan: no key for the {distro} repositories. Fix: set "
+                          f"kiln_mirror_upstreams.distribution.key_url (the key of {fpr}).")
+    url = str(up["url"]).rstrip("/")
+    layout = url if "{repo}" in url else data["layout"]
+    out = []
+    for repo in up.get("repos") or data["repos"]:
+        if not isinstance(repo, str) or not _REPO_WORD.fullmatch(repo):
+            raise CompatError(f"kiln_mirror_plan: kiln_mirror_upstreams.distribution.repos has {show(repo)}: not a "
+                              f"repository name such as BaseOS")
+        out.append({"name": f"distribution-{repo.lower()}", "repo": repo, "kind": "rpm",
+                    "url": _fill(layout, url=url, repo=repo, arch=arch, releasever=str(data["releasever"])),
+                    "key_url": up["key_url"], "fingerprint": fpr,
+                    "fingerprint_var": "kiln_mirror_upstreams.distribution.fingerprint",
+                    "serve": f"distribution/{distro}/{repo}/{arch}/os"})
+    return out
+
+
+def _epel_upstream(el: str, site: Mapping[str, Any], arch: str) -> dict[str, Any]:
+    """EPEL for an EL major: where Slurm, munge, PMIx and the node exporter come from on EL."""
+    data = (mirror_data().get("epel") or {}).get(el) or {}
+    up = dict(site.get("epel") or {})
+    if not up.get("url") or not up.get("key_url"):
+        raise CompatError(f"kiln_mirror_plan: no EPEL {el} upstream (EPEL carries Slurm, munge and the node "
+                          f"exporter on EL). Fix: set kiln_mirror_upstreams.epel.url (the directory holding repodata/, "
+                          f"e.g. https://dl.fedoraproject.org/pub/epel/{el}/Everything/{arch}/) and "
+                          f"kiln_mirror_upstreams.epel.key_url (RPM-GPG-KEY-EPEL-{el}).")
+    fpr = up.get("fingerprint") or data.get("key_fingerprint")
+    if not fpr:
+        raise CompatError(f"kiln_mirror_plan: kiln has no verified EPEL {el} key. Fix: set "
+                          f"kiln_mirror_upstreams.epel.fingerprint to its full fingerprint.")
+    return {"name": "epel", "kind": "rpm", "url": str(up["url"]).rstrip("/"), "key_url": up["key_url"],
+            "fingerprint": fpr, "fingerprint_var": "kiln_mirror_upstreams.epel.fingerprint", "serve": f"epel/{el}/{arch}"}
+
+
+def _repo_upstream(name: str, repo: Mapping[str, Any], os_key: str, arch: str, pkg_mgr: str = "apt") -> dict[str, Any]:
     """One vendor repository of the plan as an upstream, with the path the mirror serves it under."""
     common = {"name": name, "key_url": repo.get("key_url", ""), "fingerprint": repo.get("fingerprint") or "",
               "fingerprint_var": repo.get("fingerprint_var") or f"kiln_mirror_upstreams.{name}.fingerprint"}
     if not common["fingerprint"]:
         raise CompatError(f"kiln_mirror_plan: the {name} repository has no pinned key fingerprint. "
                           f"Fix: set kiln_mirror_upstreams.{name}.fingerprint (and key_url).")
+    if pkg_mgr == "dnf":
+        return _rpm_repo_upstream(common, name, repo, arch)
     if name == "cuda":
         return {**common, "kind": "flat", "url": repo["url"],
                 "serve": f"cuda/{repo['distro']}/{compat_data()['repos']['cuda']['arch_dirs'][arch]}"}
@@ -85,6 +162,33 @@ def _repo_upstream(name: str, repo: Mapping[str, Any], os_key: str, arch: str) -
                       f"(an apt site repository for Slurm: serve it yourself and set kiln_repos.{name}).")
 
 
+def _rpm_repo_upstream(common: dict[str, Any], name: str, repo: Mapping[str, Any], arch: str) -> dict[str, Any]:
+    """A vendor rpm-md repository (EL): served at the path its URL has upstream, under the repository's name."""
+    url = str(repo["url"]).rstrip("/")
+    if name == "cuda":
+        serve = f"cuda/{repo['distro']}/{compat_data()['repos']['cuda']['arch_dirs'][arch]}"
+    elif name == "container_toolkit":
+        serve = f"libnvidia-container/stable/rpm/{arch}"
+    elif name == "doca":
+        serve = "doca/" + "/".join(url.split("/")[-3:])
+    elif name == "docker" and "/linux/" in url:
+        serve = "docker/linux/" + url.split("/linux/", 1)[1]
+    else:
+        raise CompatError(f"kiln_mirror_plan: the {name} repository is not mirrored by kiln yet "
+                          f"(an EL site repository: serve it yourself and set kiln_repos.{name}).")
+    return {**common, "kind": "rpm", "url": url, "serve": serve}
+
+
+def _modules(stacks: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The dnf module streams the stacks enable before installing (kiln_pkg_modules, per component)."""
+    out: set[str] = set()
+    for st in stacks:
+        for comp in (st.get("packages") or {}):
+            if comp in PACKAGE_COMPONENTS:
+                out.update(kiln_pkg_modules(st.get("stack") or {}, comp, "dnf"))
+    return sorted(out)
+
+
 def _requests(os_key: str, family: str, stacks: Sequence[Mapping[str, Any]]) -> list[str]:
     """Every package string the stacks install on this OS, plus the roles' distribution packages."""
     out: set[str] = set()
@@ -95,6 +199,11 @@ def _requests(os_key: str, family: str, stacks: Sequence[Mapping[str, Any]]) -> 
         if (st.get("stack") or {}).get("pyxis") and slurm_client:
             # roles/pyxis builds against the installed Slurm's headers, at its exact build
             out.add("libslurm-dev=" + slurm_client[0].split("=", 1)[1])
+        slurm_el = [p for p in (st.get("packages") or {}).get("slurmd", [])
+                    if p == "slurm" or (p.startswith("slurm-") and p[6:7].isdigit())]
+        if (st.get("stack") or {}).get("pyxis") and slurm_el and family == "redhat":
+            # roles/pyxis: slurm-devel at the installed slurm's version-release
+            out.add("slurm-devel" + slurm_el[0][len("slurm"):])
     for names in ((mirror_data().get("distro_packages") or {}).get(family) or {}).values():
         out.update(names)
     return sorted(out)
@@ -175,7 +284,7 @@ def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: 
     Problems are collected in ``errors`` (the playbook refuses to build while any remain).
     """
     need_mapping("kiln_mirror_plan", "the input (a kiln_plan result)", plan)
-    site = _check_repos(upstreams, "kiln_mirror_upstreams")
+    site = _check_repos(upstreams, "kiln_mirror_upstreams", ("epel",), {"distribution": ("repos",)})
     if checksums is None:
         checksums = {}
     need_mapping("kiln_mirror_plan", "checksums", checksums)
@@ -199,7 +308,7 @@ def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: 
                 errors.append(f"group {gname}: unknown OS {show(stack['os'])}")
                 continue
             fpr = mirror_stack_fingerprint(osx[0], st["packages"])
-            entry = by_fpr.setdefault(fpr, {"fingerprint": fpr, "os": osx[0], "hosts": [], "st": st})
+            entry = by_fpr.setdefault(fpr, {"fingerprint": fpr, "os": osx[0], "stack_os": str(stack["os"]), "hosts": [], "st": st})
             entry["hosts"].append(str(st.get("hosts")))
     targets: dict[str, dict[str, Any]] = {}
     for fpr, entry in sorted(by_fpr.items()):
@@ -210,9 +319,11 @@ def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: 
                                           "upstreams": {}})
         tgt["stacks"].append(fpr)
         tgt["_st"].append(st)
+        if osd["pkg_mgr"] == "dnf":
+            _el_target(tgt, entry, site, arch, errors)
+            continue
         if osd["pkg_mgr"] != "apt":
-            errors.append(f"{os_key}: mirror.yml builds apt mirrors only so far; an EL mirror "
-                          f"(dnf download --resolve, module metadata) is not implemented (docs/airgap.md).")
+            errors.append(f"{os_key}: mirror.yml builds apt and dnf mirrors only; {osd['pkg_mgr']} is not mirrored.")
             continue
         try:
             tgt["upstreams"].setdefault("distribution", _distribution_upstream(os_key, site))
@@ -227,6 +338,8 @@ def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: 
     all_stacks = [st for t in targets.values() for st in t["_st"]]
     for os_key in sorted(targets):
         tgt = targets[os_key]
+        if tgt["pkg_mgr"] == "dnf":
+            tgt["modules"] = _modules(tgt["_st"])
         tgt["requests"] = _requests(os_key, tgt["family"], tgt.pop("_st"))
         tgt["upstreams"] = [tgt["upstreams"][k] for k in sorted(tgt["upstreams"])]
         out_targets.append(tgt)
@@ -234,6 +347,41 @@ def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: 
     errors.extend(file_errors)
     stacks = [{"fingerprint": f, "os": e["os"], "hosts": ", ".join(e["hosts"])} for f, e in sorted(by_fpr.items())]
     return {"targets": out_targets, "files": files, "stacks": stacks, "errors": errors}
+
+
+def _el_target(tgt: dict[str, Any], entry: Mapping[str, Any], site: Mapping[str, Any], arch: str,
+               errors: list[str]) -> None:
+    """Fill an EL target (one per OS key): its distribution, EPEL and the plan's vendor repositories."""
+    os_key, st = entry["os"], entry["st"]
+    osd = _os_entry(os_key)[1]
+    try:
+        distro = el_distribution(entry["stack_os"])
+    except CompatError as exc:
+        errors.append(str(exc))
+        return
+    if tgt.setdefault("distro", distro) != distro:
+        errors.append(f"{os_key}: the inventory names both {tgt['distro']} and {distro}; one mirror build serves one "
+                      f"EL distribution per release. Fix: build each with its own inventory (ansible_limit).")
+        return
+    tgt["releasever"] = str(((mirror_data().get("distribution") or {}).get(distro) or {}).get("releasever")
+                            or osd.get("el") or "")
+    tgt["el"] = str(osd.get("el") or "")
+    if "distribution-" not in " ".join(tgt["upstreams"]):
+        try:
+            for up in _el_distribution_upstreams(distro, site, arch):
+                tgt["upstreams"][up["name"]] = up
+        except CompatError as exc:
+            errors.append(str(exc))
+    if "epel" not in tgt["upstreams"]:
+        try:
+            tgt["upstreams"]["epel"] = _epel_upstream(tgt["el"], site, arch)
+        except CompatError as exc:
+            errors.append(str(exc))
+    for name, repo in (st.get("repos") or {}).items():
+        try:
+            tgt["upstreams"].setdefault(name, _repo_upstream(name, repo, os_key, arch, "dnf"))
+        except (CompatError, KeyError) as exc:
+            errors.append(f"{os_key}: {exc}")
 
 
 def kiln_mirror_site_repos(mirror_plan: Mapping[str, Any], url: str, fingerprint: str) -> dict[str, Any]:
@@ -252,6 +400,9 @@ def kiln_mirror_site_repos(mirror_plan: Mapping[str, Any], url: str, fingerprint
     out: dict[str, Any] = {}
     for tgt in mirror_plan.get("targets") or []:
         repos: dict[str, Any] = {}
+        if tgt.get("pkg_mgr") == "dnf":
+            out[tgt["os"]] = _el_site_repos(tgt, base, key, fingerprint)
+            continue
         for up in tgt.get("upstreams") or []:
             entry = {"key_url": key, "fingerprint": fingerprint}
             if up["name"] == "distribution":
@@ -268,3 +419,25 @@ def kiln_mirror_site_repos(mirror_plan: Mapping[str, Any], url: str, fingerprint
             repos[up["name"]] = entry
         out[tgt["os"]] = repos
     return out
+
+
+def _el_site_repos(tgt: Mapping[str, Any], base: str, key: str, fingerprint: str) -> dict[str, Any]:
+    """An EL target's kiln_repos: what the roles read on EL (the vendors' bases, and EPEL as the Slurm repository).
+
+    The distribution's repositories are not a kiln_repos entry on EL (roles/distro_repos writes apt sources
+    only): the site points the nodes' own dnf repository files at them (playbooks/mirror.yml prints them).
+    """
+    repos: dict[str, Any] = {}
+    for up in tgt.get("upstreams") or []:
+        entry = {"key_url": key, "fingerprint": fingerprint}
+        if up["name"].startswith("distribution-"):
+            continue
+        if up["name"] == "epel":
+            # roles/slurm_install reads a site Slurm repository (kiln_repos.slurm) instead of enabling EPEL
+            entry["url"] = f"{base}/{up['serve']}"
+            repos["slurm"] = entry
+            continue
+        entry["url"] = {"cuda": f"{base}/cuda", "container_toolkit": f"{base}/libnvidia-container",
+                        "docker": f"{base}/docker/linux", "doca": f"{base}/doca"}.get(up["name"], f"{base}/{up['serve']}")
+        repos[up["name"]] = entry
+    return repos

@@ -127,8 +127,14 @@ _LIST_KEYS = {"distribution": ("suites", "components")}
 _LIST_WORD = re.compile(r"[A-Za-z0-9._/-]{1,64}", re.ASCII)
 
 
-def _check_repos(repos: Any, where: str = "kiln_repos") -> dict[str, dict[str, str]]:
-    """kiln_repos (or another variable of its shape, named by *where*) as plain strings; CompatError naming the key."""
+def _check_repos(repos: Any, where: str = "kiln_repos", extra_names: tuple[str, ...] = (),
+                 extra_lists: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, dict[str, str]]:
+    """kiln_repos (or another variable of its shape, named by *where*) as plain strings; CompatError naming the key.
+
+    ``extra_names`` and ``extra_lists`` widen the shape for a variable that is not kiln_repos itself
+    (kiln_mirror_upstreams: ``epel``, and ``distribution.repos`` for EL)."""
+    names = REPO_NAMES + tuple(extra_names)
+    list_keys = {k: _LIST_KEYS.get(k, ()) + tuple((extra_lists or {}).get(k, ())) for k in set(_LIST_KEYS) | set(extra_lists or {})}
     if repos is None or repos == "":
         return {}
     if schema.measure(repos).over():
@@ -138,9 +144,9 @@ def _check_repos(repos: Any, where: str = "kiln_repos") -> dict[str, dict[str, s
                                  "{cuda: {url: ..., key_url: ..., fingerprint: ...}}. Fix: see docs/compat.md \"Repositories\".")
     out: dict[str, dict[str, str]] = {}
     for name, entry in repos.items():
-        if name not in REPO_NAMES:
-            raise CompatError(f"kiln: {where} has an unknown repository {show(name, 24)}.{schema.suggest(name, REPO_NAMES)} "
-                                     f"Fix: use {', '.join(REPO_NAMES)}.")
+        if name not in names:
+            raise CompatError(f"kiln: {where} has an unknown repository {show(name, 24)}.{schema.suggest(name, names)} "
+                                     f"Fix: use {', '.join(names)}.")
         if entry is None:
             continue
         if not isinstance(entry, Mapping):
@@ -149,7 +155,7 @@ def _check_repos(repos: Any, where: str = "kiln_repos") -> dict[str, dict[str, s
         out[name] = {}
         for key, value in entry.items():
             path = f"{where}.{name}.{key}"
-            if key in _LIST_KEYS.get(name, ()):
+            if key in list_keys.get(name, ()):
                 if not isinstance(value, (list, tuple)) or not value or len(value) > 16 \
                         or not all(isinstance(v, str) and _LIST_WORD.fullmatch(v) for v in value):
                     raise CompatError(f"kiln: {path} is {schema.describe(value)}; it must be a list of words "
@@ -157,7 +163,7 @@ def _check_repos(repos: Any, where: str = "kiln_repos") -> dict[str, dict[str, s
                 out[name][key] = list(value)  # type: ignore[assignment]
                 continue
             if key not in _REPO_KEYS or (name == "torch" and key != "url"):
-                allowed = ("url",) if name == "torch" else _REPO_KEYS + _LIST_KEYS.get(name, ())
+                allowed = ("url",) if name == "torch" else _REPO_KEYS + list_keys.get(name, ())
                 raise CompatError(f"kiln: {where}.{name} has an unknown key {show(key, 24)}."
                                          f"{schema.suggest(key, allowed)} Fix: use {', '.join(allowed)}.")
             if value is None or value == "":

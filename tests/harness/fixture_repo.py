@@ -513,6 +513,9 @@ def build(out: Path) -> None:
         dist_home = Path(work) / "gnupg-distribution"
         dist_home.mkdir(mode=0o700)
         dist_fpr = make_key(str(dist_home), dist_home, "kiln fixture distribution signing key (throwaway)")
+        # its fingerprint, for the inventories that pin it (tests/playbooks/mirror_el9)
+        (tmp_out / "el9").mkdir(parents=True, exist_ok=True)
+        (tmp_out / "el9" / "fingerprint.txt").write_text(dist_fpr + "\n")
         el_count = fixture_rpm.build_el(yaml.safe_load(MANIFEST_EL.read_text()), tmp_out, Path(work) / "el9",
                                         home, fpr, {"distribution": (str(dist_home), dist_fpr)})
         release_dirs = [write_index(tmp_out, repo) for repo in layout.values()]

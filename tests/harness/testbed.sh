@@ -11,13 +11,15 @@ source "$(dirname "$0")/lib.sh"
 
 need_pkgs=()
 for pair in podman:podman runc:runc debootstrap:debootstrap ip:iproute2 slirp4netns:slirp4netns \
-            gpg:gnupg dpkg-deb:dpkg dpkg-scanpackages:dpkg-dev gcc:gcc rpmbuild:rpm createrepo_c:createrepo-c \
+            gpg:gnupg dpkg-deb:dpkg dpkg-scanpackages:dpkg-dev gcc:gcc rpmbuild:rpm createrepo_c:createrepo-c dnf:dnf \
             apt-ftparchive:apt-utils reprepro:reprepro gpgv:gpgv; do
   cmd="${pair%%:*}"; pkg="${pair##*:}"
   command -v "${cmd}" >/dev/null 2>&1 || need_pkgs+=("${pkg}")
 done
 # uidmap/fuse-overlayfs are not needed rootful; aardvark-dns gives name resolution on the network.
 dpkg -s aardvark-dns >/dev/null 2>&1 || need_pkgs+=(aardvark-dns)
+# dnf download (the EL mirror build, library/kiln_mirror_dnf.py) is a dnf-plugins-core plugin, no command of its own.
+dpkg -s dnf-plugins-core >/dev/null 2>&1 || need_pkgs+=(dnf-plugins-core)
 if ((${#need_pkgs[@]})); then
   log "installing OS packages: ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -4,6 +4,7 @@
 (family ``mirror``; imports the bases only). In dependency order:
 
 - ``apt``: the apt side of the offline mirror build (library/kiln_mirror_apt.py)
+- ``dnf``: the dnf (EL) side of the offline mirror build (library/kiln_mirror_dnf.py; MirrorError from ``apt``)
 - ``openpgp``: ASCII armor, OpenPGP packets, key fingerprints, a signature's issuer (no gpg needed)
 - ``signature``: is a bundle's manifest signed by the site key, exactly the pinned one (``gpgv``)?
 - ``manifest``: the bundle manifest (schema ``kiln-mirror-bundle/1``): built, read, checked field by

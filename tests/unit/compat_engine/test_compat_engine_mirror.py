@@ -89,11 +89,99 @@ def test_site_repos_point_every_repository_at_the_mirror():
     assert all(r["fingerprint"] == "B" * 40 for r in repos.values())
 
 
-def test_el_targets_are_refused_not_silently_skipped():
-    stack = {"os": "rhel-9", "driver": "580.95.05", "cuda": "13.0.2"}
-    stacks = inventory.kiln_stacks_by_host({"n": {"kiln_stack": stack}}, ["n"])
-    mp = mirror.kiln_mirror_plan(plan.kiln_plan(stacks, {"g": ["n"]}), UPSTREAMS)
-    assert any("apt mirrors only" in e for e in mp["errors"])
+EL_STACK = {"os": "rocky-9", "driver": "580.95.05", "cuda": "13.0.2", "cudnn": "9.17.1.4", "nccl": "2.28.7-1+cuda13.0",
+            "container_toolkit": "1.19.1", "dcgm": "4.6.0", "slurm": {"slurmctld": "22.05", "slurmd": "22.05"},
+            "pyxis": "0.20.0", "enroot": "3.5.0"}
+EL_UPSTREAMS = {"distribution": {"url": "https://dl.rockylinux.org/pub/rocky/9",
+                                 "key_url": "https://dl.rockylinux.org/pub/rocky/RPM-GPG-KEY-Rocky-9"},
+                "epel": {"url": "https://dl.fedoraproject.org/pub/epel/9/Everything/x86_64/",
+                         "key_url": "https://dl.fedoraproject.org/pub/epel/RPM-GPG-KEY-EPEL-9"}}
+
+
+def _el_plan(stack=None, upstreams=None):
+    stacks = inventory.kiln_stacks_by_host({"n": {"kiln_stack": stack or EL_STACK}}, ["n"])
+    return mirror.kiln_mirror_plan(plan.kiln_plan(stacks, {"g": ["n"]}), EL_UPSTREAMS if upstreams is None else upstreams)
+
+
+def test_an_el_stack_is_a_dnf_target_with_its_upstreams_streams_and_requests():
+    mp = _el_plan()
+    assert not [e for e in mp["errors"] if "sha256" not in e], mp["errors"]
+    [tgt] = mp["targets"]
+    assert (tgt["os"], tgt["pkg_mgr"], tgt["distro"], tgt["releasever"]) == ("rhel-9", "dnf", "rocky-9", "9")
+    assert tgt["modules"] == ["nvidia-driver:580-open"]
+    ups = {u["name"]: u for u in tgt["upstreams"]}
+    assert set(ups) == {"distribution-baseos", "distribution-appstream", "distribution-crb", "epel", "cuda", "container_toolkit"}
+    assert all(u["kind"] == "rpm" for u in ups.values())
+    assert ups["distribution-baseos"]["url"] == "https://dl.rockylinux.org/pub/rocky/9/BaseOS/x86_64/os"
+    assert ups["distribution-crb"]["serve"] == "distribution/rocky-9/CRB/x86_64/os"
+    assert ups["distribution-appstream"]["fingerprint"] == "21CB256AE16FC54C6E652949702D426D350D275D"
+    assert ups["epel"]["fingerprint"] == "FF8AD1344597106ECE813B918A3872BF3228467C"
+    assert ups["epel"]["serve"] == "epel/9/x86_64"
+    assert ups["cuda"]["serve"] == "cuda/rhel9/x86_64" and ups["cuda"]["url"].endswith("/rhel9/x86_64")
+    assert ups["container_toolkit"]["serve"] == "libnvidia-container/stable/rpm/x86_64"
+    req = set(tgt["requests"])
+    assert {"nvidia-open-580.95.05-1.el9", "cuda-toolkit-13-0-13.0.2-1", "libnccl-2.28.7-1+cuda13.0",
+            "golang-github-prometheus-node-exporter", "munge", "slurm", "slurm-devel"} <= req
+    assert {n for names in mirror.mirror_data()["distro_packages"]["redhat"].values() for n in names} <= req
+    assert not any("=" in r for r in req)  # dnf specs, never apt's name=version
+    assert not any("apt mirrors only" in e for e in mp["errors"])
+
+
+def test_el_without_epel_or_distribution_names_the_variables():
+    mp = _el_plan(upstreams={})
+    assert any("kiln_mirror_upstreams.distribution.url" in e for e in mp["errors"]), mp["errors"]
+    assert any("kiln_mirror_upstreams.epel.url" in e for e in mp["errors"]), mp["errors"]
+    mp = _el_plan(upstreams={**EL_UPSTREAMS, "epel": {"url": "https://x.example/epel/"}})
+    assert any("kiln_mirror_upstreams.epel.key_url" in e for e in mp["errors"]), mp["errors"]
+
+
+def test_rhel_needs_a_pinned_distribution_key():
+    mp = _el_plan({**EL_STACK, "os": "rhel-9"})
+    assert any("kiln_mirror_upstreams.distribution.fingerprint" in e and "rhel-9" in e for e in mp["errors"]), mp["errors"]
+    pinned = {**EL_UPSTREAMS, "distribution": {**EL_UPSTREAMS["distribution"], "fingerprint": FPR}}
+    mp = _el_plan({**EL_STACK, "os": "rhel-9"}, pinned)
+    ups = {u["name"]: u for u in mp["targets"][0]["upstreams"]}
+    assert ups["distribution-baseos"]["fingerprint"] == FPR and ups["distribution-baseos"]["url"].endswith("/baseos/os")
+
+
+def test_an_el_distribution_without_data_is_an_error_not_a_guess():
+    mp = _el_plan({**EL_STACK, "os": "almalinux-9"})
+    assert any("almalinux-9" in e and "data/mirror.yml" in e for e in mp["errors"]), mp["errors"]
+
+
+def test_el_distribution_url_template_and_repos():
+    ups = {**EL_UPSTREAMS, "distribution": {"url": "file:///srv/fx/el9/{repo}/{arch}", "repos": ["base"],
+                                            "key_url": "file:///srv/fx/key.asc", "fingerprint": FPR}}
+    tgt = _el_plan(upstreams=ups)["targets"][0]
+    dist = [u for u in tgt["upstreams"] if u["name"].startswith("distribution-")]
+    assert [(u["name"], u["url"], u["serve"]) for u in dist] == [
+        ("distribution-base", "file:///srv/fx/el9/base/x86_64", "distribution/rocky-9/base/x86_64/os")]
+
+
+@pytest.mark.parametrize("bad", [{"epel": {"url": "ftp://x"}}, {"epel": {"fingerprint": "ABCD"}}, {"epel": "x"},
+                                 {"distribution": {"repos": ["Base OS"]}}, {"distribution": {"repos": "BaseOS"}}])
+def test_hostile_el_upstreams_are_refused(bad):
+    with pytest.raises(CompatError, match="kiln_mirror_upstreams"):
+        _el_plan(upstreams=bad)
+
+
+def test_epel_is_not_a_kiln_repos_entry():
+    from kiln_compat_engine.repos import _check_repos
+    with pytest.raises(CompatError, match="unknown repository"):
+        _check_repos({"epel": {"url": "http://x/"}})
+
+
+def test_el_site_repos_point_the_roles_at_the_mirror():
+    mp = _el_plan()
+    repos = mirror.kiln_mirror_site_repos(mp, "http://mirror.site/", "B" * 40)["rhel-9"]
+    assert repos["cuda"] == {"url": "http://mirror.site/cuda", "key_url": "http://mirror.site/kiln-mirror.asc",
+                             "fingerprint": "B" * 40}
+    assert repos["container_toolkit"]["url"] == "http://mirror.site/libnvidia-container"
+    # roles/slurm_install reads a site Slurm repository instead of enabling EPEL: the served EPEL
+    assert repos["slurm"]["url"] == "http://mirror.site/epel/9/x86_64"
+    # roles/distro_repos writes apt sources only: no kiln_repos.distribution for EL
+    assert "distribution" not in repos and "epel" not in repos
+    assert all(r["fingerprint"] == "B" * 40 for r in repos.values())
 
 
 def test_roles_distribution_packages_are_all_in_the_data():
