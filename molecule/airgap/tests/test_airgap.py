@@ -6,6 +6,7 @@ repositories (the signed test-bed fixture, mirrored like the real ones) and the 
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -208,3 +209,63 @@ def test_enroot_and_pyxis_from_the_mirrors_files(host):
     assert host.check_output("dpkg-query -W -f '${Version}' enroot") == "3.5.0-1"
     assert "enroot" in host.check_output("apt-mark showhold").split()
     assert host.file("/etc/slurm/plugstack.conf.d").exists or host.file("/etc/slurm/plugstack.conf").exists
+
+
+# --- the EL 9 part (built in the side effect by playbooks/mirror.yml from tests/playbooks/mirror_el9) ---------
+
+EL_OUT = ROOT / ".cache" / "mirror-el9"
+
+
+def _el_consumer(tmp: Path, key: Path) -> tuple[list[str], dict]:
+    """dnf in an empty installroot whose only repositories are the served EL tree (file://), trusting only *key*:
+    the argv prefix and the build's contents."""
+    from kiln.mirror import dnf  # noqa: PLC0415
+
+    tree = EL_OUT / "tree"
+    contents = json.loads((EL_OUT / "work" / "contents.json").read_text())
+    served = sorted(p.parent.parent for p in tree.rglob("repodata/repomd.xml"))
+    ups = [{"name": f"served{i}", "url": f"file://{d}"} for i, d in enumerate(served)]
+    work = tmp / "work"
+    for sub in ("repos.d", "cache", "persist", "log", "vars", "plugins"):
+        (work / sub).mkdir(parents=True)
+    (work / "dnf.conf").write_text("[main]\ngpgcheck=1\nrepo_gpgcheck=1\n")
+    (work / "repos.d" / "mirror.repo").write_text(dnf.repo_file(ups, {u["name"]: str(key) for u in ups}))
+    return dnf.dnf_argv(str(tmp / "root"), str(work), "9", "x86_64") + dnf.repo_enable_argv(ups), contents
+
+
+def test_el9_mirror_serves_every_request_to_dnf_trusting_only_the_site_key(tmp_path):
+    """dnf (module stream enabled, gpgcheck and repo_gpgcheck on, only the site key) resolves and downloads every
+    request from the served tree; every rpm carries the site key's signature; nothing outside the manifest."""
+    site_key = EL_OUT / "tree" / "kiln-mirror.asc"
+    argv, contents = _el_consumer(tmp_path, site_key)
+    requests = contents["requests"]["rhel-9"]
+    streams = []
+    for gz in (EL_OUT / "tree").rglob("repodata/*modules.yaml.gz"):
+        for doc in yaml.safe_load_all(gzip.decompress(gz.read_bytes())):
+            if doc and doc.get("document") == "modulemd":
+                streams.append(f"{doc['data']['name']}:{doc['data']['stream']}")
+    assert streams, "the served tree carries no module metadata"
+    run = subprocess.run(argv + ["module", "enable", *sorted(set(streams))], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    dest = tmp_path / "dl"
+    run = subprocess.run(argv + ["download", "--resolve", "--alldeps", f"--destdir={dest}", *requests],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    got = sorted(p.name for p in dest.glob("*.rpm"))
+    assert set(got) <= {p["filename"] for p in contents["packages"]}, set(got) - {p["filename"] for p in contents["packages"]}
+    for req in ("nvidia-open-", "slurm-slurmd", "libnccl-", "chrony"):
+        assert any(g.startswith(req) for g in got), (req, got)
+    db = tmp_path / "rpmdb"
+    subprocess.run(["rpmkeys", f"--dbpath={db}", "--import", str(site_key)], check=True, timeout=60)
+    sig = subprocess.run(["rpmkeys", f"--dbpath={db}", "--checksig", *[str(dest / g) for g in got]],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert sig.returncode == 0 and sig.stdout.count("digests signatures OK") == len(got), sig.stdout
+
+
+def test_el9_mirror_is_refused_with_any_other_key(tmp_path):
+    """The same dnf with NVIDIA's (fixture) key instead of the site key refuses the served repositories."""
+    argv, _ = _el_consumer(tmp_path, Path(os.environ["KILN_FIXTURE_REPO"]) / "key.asc")
+    run = subprocess.run(argv + ["makecache"], capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode != 0, run.stdout
+    assert "repomd.xml GPG signature verification error" in run.stderr, run.stderr
