@@ -110,29 +110,12 @@ from ansible.module_utils.kiln.mirror.apt import (
     source_lines,
     validsig,
 )
+from ansible.module_utils.kiln.mirror.build import fetch, run_checked, sha256_file
 from ansible.module_utils.kiln.process import run_argv
 
 
-def _run(argv: list[str], what: str) -> dict[str, Any]:
-    res = run_argv(argv)
-    if res["rc"] != 0:
-        raise MirrorError(f"{what} failed (rc {res['rc']}): {(res.get('stderr') or res.get('stdout') or '').strip()[-2000:]}")
-    return res
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _fetch(url: str) -> bytes:
-    if url.startswith("file://"):
-        with open(urllib.parse.unquote(urllib.parse.urlsplit(url).path), "rb") as handle:
-            return handle.read()
-    return open_url(url, timeout=60).read()
+    return fetch(url, open_url, timeout=60)
 
 
 def _keyring(up: dict[str, Any], root: str) -> str:
@@ -153,9 +136,9 @@ def _keyring(up: dict[str, Any], root: str) -> str:
         if not found:
             raise MirrorError(f"the {name} key {up['key_url']} holds {prims or 'no key'}, not the pinned {fpr} "
                               f"({up.get('fingerprint_var')}): nothing is trusted")
-        _run(["gpg", "--homedir", home, "--batch", "--quiet", "--import", keyfile], f"importing the {name} key")
+        run_checked(["gpg", "--homedir", home, "--batch", "--quiet", "--import", keyfile], f"importing the {name} key")
         out = os.path.join(root, "keyrings", f"{name}.gpg")
-        _run(["gpg", "--homedir", home, "--batch", "--yes", "--output", out, "--export", fpr], f"exporting the {name} key")
+        run_checked(["gpg", "--homedir", home, "--batch", "--yes", "--output", out, "--export", fpr], f"exporting the {name} key")
     return out
 
 
@@ -191,18 +174,18 @@ def _serve(target: dict[str, Any], packages: list[dict[str, Any]], mirror: str, 
         if up["kind"] == "flat":
             for p in mine:
                 shutil.copy2(p["path"], os.path.join(out, p["filename"]))
-            pk = _run(["apt-ftparchive", "packages", out], f"indexing {up['serve']}")["stdout"]
+            pk = run_checked(["apt-ftparchive", "packages", out], f"indexing {up['serve']}")["stdout"]
             pk = pk.replace(f"Filename: {out}/", "Filename: ./")
             with open(os.path.join(out, "Packages"), "w", encoding="utf-8") as handle:
                 handle.write(pk)
-            rel = _run(["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=kiln-mirror",
+            rel = run_checked(["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=kiln-mirror",
                         "-o", "APT::FTPArchive::Release::Label=kiln-mirror", "release", out], f"Release of {up['serve']}")
             with open(os.path.join(out, "Release"), "w", encoding="utf-8") as handle:
                 handle.write(rel["stdout"])
             gpg = ["gpg", "--homedir", gpg_home, "--batch", "--yes", "--local-user", key]
-            _run(gpg + ["--clearsign", "--output", os.path.join(out, "InRelease"), os.path.join(out, "Release")],
+            run_checked(gpg + ["--clearsign", "--output", os.path.join(out, "InRelease"), os.path.join(out, "Release")],
                  f"signing {up['serve']}")
-            _run(gpg + ["--armor", "--detach-sign", "--output", os.path.join(out, "Release.gpg"),
+            run_checked(gpg + ["--armor", "--detach-sign", "--output", os.path.join(out, "Release.gpg"),
                         os.path.join(out, "Release")], f"signing {up['serve']}")
             continue
         base = os.path.join(work, "reprepro", up["serve"])
@@ -214,9 +197,9 @@ def _serve(target: dict[str, Any], packages: list[dict[str, Any]], mirror: str, 
             debs = [p["path"] for p in mine if p["component"] == comp]
             argv = ["reprepro", "--silent", "--basedir", base, "--outdir", out, "--gnupghome", gpg_home]
             if debs:
-                _run(argv + ["-C", comp, "includedeb", up["serve_suite"]] + debs, f"adding packages to {up['serve']}")
+                run_checked(argv + ["-C", comp, "includedeb", up["serve_suite"]] + debs, f"adding packages to {up['serve']}")
             else:
-                _run(argv + ["export", up["serve_suite"]], f"exporting {up['serve']}")
+                run_checked(argv + ["export", up["serve_suite"]], f"exporting {up['serve']}")
 
 
 def build(module: AnsibleModule) -> dict[str, Any]:
@@ -237,13 +220,13 @@ def build(module: AnsibleModule) -> dict[str, Any]:
     else:
         open(status, "w", encoding="utf-8").close()
     opts = apt_options(root, status, target["deb_arch"])
-    _run(["apt-get"] + opts + ["-q", "update"], f"apt-get update of the {target['os']} upstreams")
+    run_checked(["apt-get"] + opts + ["-q", "update"], f"apt-get update of the {target['os']} upstreams")
     checks = _checks(target, root, keyrings)
     # --print-uris leaves out what the archive cache already holds: ask with an empty cache directory
     empty = os.path.join(root, "no-archives")
     os.makedirs(os.path.join(empty, "partial"), exist_ok=True)
     wanted = list(target["requests"]) + [os.path.abspath(d) for d in p["local_debs"]]
-    uris = parse_print_uris(_run(["apt-get"] + opts + ["-o", f"Dir::Cache::archives={empty}", "install", "--print-uris",
+    uris = parse_print_uris(run_checked(["apt-get"] + opts + ["-o", f"Dir::Cache::archives={empty}", "install", "--print-uris",
                                                        "-qq", "-y"] + wanted,
                                  f"the dependency closure of {target['os']}")["stdout"])
     stanzas = []
@@ -265,7 +248,7 @@ def build(module: AnsibleModule) -> dict[str, Any]:
                          "serve": up["serve"], "filename": os.path.basename(urllib.parse.unquote(entry["uri"])),
                          "path": path, "size": entry["size"]})
     if any(pk["path"].startswith(root) for pk in packages):  # http(s) upstreams: apt downloads (cached)
-        _run(["apt-get"] + opts + ["install", "--download-only", "-qq", "-y"] + wanted,
+        run_checked(["apt-get"] + opts + ["install", "--download-only", "-qq", "-y"] + wanted,
              f"downloading the {target['os']} packages")
     if not p["base_status"]:  # from nothing, every request is in the closure (else apt's answer was misread)
         lost = missing_requests(target["requests"], packages)
@@ -275,7 +258,7 @@ def build(module: AnsibleModule) -> dict[str, Any]:
     for pk in packages:
         if not os.path.isfile(pk["path"]):
             raise MirrorError(f"{pk['filename']} was not downloaded ({pk['path']})")
-        pk["sha256"] = _sha256(pk["path"])
+        pk["sha256"] = sha256_file(pk["path"])
         if (pk["size"], pk["sha256"]) not in hashes.get(pk["filename"], set()):
             raise MirrorError(f"{pk['filename']} (sha256 {pk['sha256']}) matches no signed index entry: refused")
     state = hashlib.sha256(json.dumps({"key": key, "upstreams": target["upstreams"], "local": wanted,
@@ -291,7 +274,7 @@ def build(module: AnsibleModule) -> dict[str, Any]:
     if not same and not module.check_mode:
         os.makedirs(p["mirror_dir"], exist_ok=True)
         _serve(target, packages, p["mirror_dir"], p["work_dir"], p["gpg_home"], key)
-        pub = _run(["gpg", "--homedir", p["gpg_home"], "--batch", "--armor", "--export", key], "exporting the site key")
+        pub = run_checked(["gpg", "--homedir", p["gpg_home"], "--batch", "--armor", "--export", key], "exporting the site key")
         with open(os.path.join(p["mirror_dir"], "kiln-mirror.asc"), "w", encoding="utf-8") as handle:
             handle.write(pub["stdout"])
         with open(state_file, "w", encoding="utf-8") as handle:

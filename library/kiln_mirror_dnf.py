@@ -94,7 +94,6 @@ import lzma
 import os
 import shutil
 import tempfile
-import urllib.parse
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
@@ -115,29 +114,12 @@ from ansible.module_utils.kiln.mirror.dnf import (
     rpm_fields,
     select_modules,
 )
+from ansible.module_utils.kiln.mirror.build import fetch, run_checked, sha256_file
 from ansible.module_utils.kiln.process import run_argv
 
 
-def _run(argv: list[str], what: str) -> dict[str, Any]:
-    res = run_argv(argv)
-    if res["rc"] != 0:
-        raise MirrorError(f"{what} failed (rc {res['rc']}): {(res.get('stderr') or res.get('stdout') or '').strip()[-2000:]}")
-    return res
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _fetch(url: str) -> bytes:
-    if url.startswith("file://"):
-        with open(urllib.parse.unquote(urllib.parse.urlsplit(url).path), "rb") as handle:
-            return handle.read()
-    return open_url(url, timeout=120).read()
+    return fetch(url, open_url, timeout=120)
 
 
 def _unpack(data: bytes, href: str) -> bytes:
@@ -170,12 +152,12 @@ def _keys(up: dict[str, Any], keydir: str) -> tuple[str, str]:
         if problem:
             raise MirrorError(f"the {name} key {up['key_url']} {problem} ({var}): nothing is trusted. Fix: point "
                               f"kiln_mirror_upstreams.{name}.key_url at a file holding only the key that signs it")
-        _run(["gpg", "--homedir", home, "--batch", "--quiet", "--import", keyfile], f"importing the {name} key")
+        run_checked(["gpg", "--homedir", home, "--batch", "--quiet", "--import", keyfile], f"importing the {name} key")
         armored = os.path.join(keydir, f"{name}.asc")
         keyring = os.path.join(keydir, f"{name}.gpg")
-        _run(["gpg", "--homedir", home, "--batch", "--yes", "--armor", "--output", armored, "--export", fpr],
+        run_checked(["gpg", "--homedir", home, "--batch", "--yes", "--armor", "--output", armored, "--export", fpr],
              f"exporting the {name} key")
-        _run(["gpg", "--homedir", home, "--batch", "--yes", "--output", keyring, "--export", fpr],
+        run_checked(["gpg", "--homedir", home, "--batch", "--yes", "--output", keyring, "--export", fpr],
              f"exporting the {name} key")
     return armored, keyring
 
@@ -221,7 +203,7 @@ def _checksig(paths: list[str], up: dict[str, Any], key: str, dbpath: str) -> No
     """Every file signed by the upstream's pinned key (a private rpm database holding only that key)."""
     shutil.rmtree(dbpath, ignore_errors=True)
     os.makedirs(dbpath)
-    _run(["rpmkeys", "--dbpath", dbpath, "--import", key], f"importing the {up['name']} key into a private rpm database")
+    run_checked(["rpmkeys", "--dbpath", dbpath, "--import", key], f"importing the {up['name']} key into a private rpm database")
     res = run_argv(["rpmkeys", "--dbpath", dbpath, "--checksig"] + paths)
     verdict = parse_checksig(res.get("stdout") or "")
     for path in paths:
@@ -242,24 +224,24 @@ def _serve(target: dict[str, Any], packages: list[dict[str, Any]], modules: dict
         for p in mine:
             shutil.copy2(p["source"], os.path.join(out, p["filename"]))
         if mine:
-            _run(["rpmsign", "--define", f"__gpg {shutil.which('gpg') or '/usr/bin/gpg'}",
+            run_checked(["rpmsign", "--define", f"__gpg {shutil.which('gpg') or '/usr/bin/gpg'}",
                   "--define", f"_gpg_name {key}", "--define", f"_gpg_path {gpg_home}",
                   "--define", "_gpg_digest_algo sha256", "--addsign"] + [os.path.join(out, p["filename"]) for p in mine],
                  f"signing the packages of {up['serve']}")
         for p in mine:
             path = os.path.join(out, p["filename"])
-            p["sha256"], p["size"] = _sha256(path), os.path.getsize(path)
-        _run(["createrepo_c", "--quiet", "--no-database", "--simple-md-filenames", "--revision", "kiln-mirror", out],
+            p["sha256"], p["size"] = sha256_file(path), os.path.getsize(path)
+        run_checked(["createrepo_c", "--quiet", "--no-database", "--simple-md-filenames", "--revision", "kiln-mirror", out],
              f"indexing {up['serve']}")
         if modules.get(up["name"]):
             with tempfile.TemporaryDirectory() as tmp:
                 mod = os.path.join(tmp, "modules.yaml")
                 with open(mod, "w", encoding="utf-8") as handle:
                     handle.write(modules[up["name"]])
-                _run(["modifyrepo_c", "--mdtype=modules", "--simple-md-filenames", mod,
+                run_checked(["modifyrepo_c", "--mdtype=modules", "--simple-md-filenames", mod,
                       os.path.join(out, "repodata")], f"adding module metadata to {up['serve']}")
         repomd = os.path.join(out, "repodata", "repomd.xml")
-        _run(["gpg", "--homedir", gpg_home, "--batch", "--yes", "--local-user", key, "--armor", "--detach-sign",
+        run_checked(["gpg", "--homedir", gpg_home, "--batch", "--yes", "--local-user", key, "--armor", "--detach-sign",
               "--output", repomd + ".asc", repomd], f"signing {up['serve']}/repodata/repomd.xml")
 
 
@@ -301,12 +283,12 @@ def build(module: AnsibleModule) -> dict[str, Any]:
         handle.write(repo_file(target["upstreams"], keys))
     dnf = dnf_argv(root, work, str(target.get("releasever") or ""), str(target["arch"])) + repo_enable_argv(target["upstreams"])
     if streams:
-        _run(dnf + ["module", "enable"] + streams, f"enabling {', '.join(streams)} in the private {target['os']} installroot")
+        run_checked(dnf + ["module", "enable"] + streams, f"enabling {', '.join(streams)} in the private {target['os']} installroot")
     dest = os.path.join(work, "download")
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(dest)
     requests = [str(r) for r in target["requests"]]
-    _run(dnf + ["download", "--resolve", "--alldeps", f"--destdir={dest}", "--"] + requests,
+    run_checked(dnf + ["download", "--resolve", "--alldeps", f"--destdir={dest}", "--"] + requests,
          f"dnf download --resolve of the {target['os']} requests")
     packages: list[dict[str, Any]] = []
     by_up: dict[str, list[str]] = {}
@@ -315,7 +297,7 @@ def build(module: AnsibleModule) -> dict[str, Any]:
             continue
         path = os.path.join(dest, fname)
         name, version, release, arch = rpm_fields(fname)
-        digest = _sha256(path)
+        digest = sha256_file(path)
         owner = next((up for up in target["upstreams"] if digest in indexes[up["name"]].get(fname, set())), None)
         if owner is None:
             raise MirrorError(f"{fname} (sha256 {digest}) matches no package of the signed primary metadata of the "
@@ -352,7 +334,7 @@ def build(module: AnsibleModule) -> dict[str, Any]:
     elif not module.check_mode:
         os.makedirs(p["mirror_dir"], exist_ok=True)
         _serve(target, packages, modules, p["mirror_dir"], p["gpg_home"], key)
-        pub = _run(["gpg", "--homedir", p["gpg_home"], "--batch", "--armor", "--export", key], "exporting the site key")
+        pub = run_checked(["gpg", "--homedir", p["gpg_home"], "--batch", "--armor", "--export", key], "exporting the site key")
         with open(os.path.join(p["mirror_dir"], "kiln-mirror.asc"), "w", encoding="utf-8") as handle:
             handle.write(pub["stdout"])
         with open(state_file, "w", encoding="utf-8") as handle:

@@ -5,6 +5,7 @@
 
 - ``apt``: the apt side of the offline mirror build (library/kiln_mirror_apt.py)
 - ``dnf``: the dnf (EL) side of the offline mirror build (library/kiln_mirror_dnf.py; MirrorError from ``apt``)
+- ``build``: what both build modules do alike: run a program or stop, hash a file, read an upstream file
 - ``openpgp``: ASCII armor, OpenPGP packets, key fingerprints, a signature's issuer (no gpg needed)
 - ``signature``: is a bundle's manifest signed by the site key, exactly the pinned one (``gpgv``)?
 - ``manifest``: the bundle manifest (schema ``kiln-mirror-bundle/1``): built, read, checked field by
