@@ -272,19 +272,46 @@ def _check_plan_stack(group: Any, st: Mapping[str, Any]) -> None:
         raise CompatError(f"kiln_mirror_plan: {where}: hosts must be a host list string")
 
 
+def _site_for(site: Mapping[str, Any], distributions: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
+    """The upstreams as one OS sees them: kiln_mirror_distributions.<key> (an OS key such as debian-12, or an EL
+    distribution such as rocky-9) replaces kiln_mirror_upstreams.distribution for that OS (a mixed site's build)."""
+    for key in keys:
+        if key in distributions:
+            return {**site, "distribution": distributions[key]}
+    return site
+
+
+def _check_distributions(value: Any) -> dict[str, Any]:
+    """kiln_mirror_distributions: {OS key: a distribution upstream, kiln_repos' shape}."""
+    value = need_mapping("kiln_mirror_plan", "kiln_mirror_distributions", value or {})
+    known = set(mirror_data().get("distribution") or {})
+    out: dict[str, Any] = {}
+    for key, entry in value.items():
+        if key not in known:
+            raise CompatError(f"kiln_mirror_plan: kiln_mirror_distributions has {show(key)}, not an OS of "
+                              f"data/mirror.yml distribution ({', '.join(sorted(known))}). Fix: key each entry by "
+                              f"the OS it serves, e.g. debian-12 or rocky-9.")
+        out[key] = _check_repos({"distribution": entry}, f"kiln_mirror_distributions.{key}", (),
+                                {"distribution": ("repos",)})["distribution"]
+    return out
+
+
 def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: Any = None,
-                     arch: str = "x86_64", file_urls: Any = None) -> dict[str, Any]:
+                     arch: str = "x86_64", file_urls: Any = None, distributions: Any = None) -> dict[str, Any]:
     """What an offline mirror holds for a kiln_plan result: targets per OS, files, stacks, errors.
 
     ``plan`` is kiln_plan computed with ``upstreams`` as its repositories (the repositories the
     build machine reads); ``upstreams.distribution`` names the distribution archive (url, and for
     an OS whose archive key kiln has not verified, key_url and fingerprint). ``checksums`` maps a
     tool (pyxis, nccl_tests: a sha256; enroot: file name -> sha256) to the pins the roles use;
-    ``file_urls`` (kiln_mirror_file_urls) replaces a download's upstream URL.
+    ``file_urls`` (kiln_mirror_file_urls) replaces a download's upstream URL; ``distributions``
+    (kiln_mirror_distributions, by OS key) replaces ``upstreams.distribution`` for that OS, so one
+    build serves a site with several OSes.
     Problems are collected in ``errors`` (the playbook refuses to build while any remain).
     """
     need_mapping("kiln_mirror_plan", "the input (a kiln_plan result)", plan)
     site = _check_repos(upstreams, "kiln_mirror_upstreams", ("epel",), {"distribution": ("repos",)})
+    distributions = _check_distributions(distributions)
     if checksums is None:
         checksums = {}
     need_mapping("kiln_mirror_plan", "checksums", checksums)
@@ -320,13 +347,14 @@ def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: 
         tgt["stacks"].append(fpr)
         tgt["_st"].append(st)
         if osd["pkg_mgr"] == "dnf":
-            _el_target(tgt, entry, site, arch, errors)
+            _el_target(tgt, entry, site, arch, errors, distributions)
             continue
         if osd["pkg_mgr"] != "apt":
             errors.append(f"{os_key}: mirror.yml builds apt and dnf mirrors only; {osd['pkg_mgr']} is not mirrored.")
             continue
         try:
-            tgt["upstreams"].setdefault("distribution", _distribution_upstream(os_key, site))
+            tgt["upstreams"].setdefault("distribution",
+                                        _distribution_upstream(os_key, _site_for(site, distributions, os_key)))
         except CompatError as exc:
             errors.append(str(exc))
         for name, repo in (st.get("repos") or {}).items():
@@ -350,7 +378,7 @@ def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: 
 
 
 def _el_target(tgt: dict[str, Any], entry: Mapping[str, Any], site: Mapping[str, Any], arch: str,
-               errors: list[str]) -> None:
+               errors: list[str], distributions: Mapping[str, Any]) -> None:
     """Fill an EL target (one per OS key): its distribution, EPEL and the plan's vendor repositories."""
     os_key, st = entry["os"], entry["st"]
     osd = _os_entry(os_key)[1]
@@ -368,7 +396,7 @@ def _el_target(tgt: dict[str, Any], entry: Mapping[str, Any], site: Mapping[str,
     tgt["el"] = str(osd.get("el") or "")
     if "distribution-" not in " ".join(tgt["upstreams"]):
         try:
-            for up in _el_distribution_upstreams(distro, site, arch):
+            for up in _el_distribution_upstreams(distro, _site_for(site, distributions, distro, os_key), arch):
                 tgt["upstreams"][up["name"]] = up
         except CompatError as exc:
             errors.append(str(exc))
@@ -422,22 +450,33 @@ def kiln_mirror_site_repos(mirror_plan: Mapping[str, Any], url: str, fingerprint
 
 
 def _el_site_repos(tgt: Mapping[str, Any], base: str, key: str, fingerprint: str) -> dict[str, Any]:
-    """An EL target's kiln_repos: what the roles read on EL (the vendors' bases, and EPEL as the Slurm repository).
+    """An EL target's kiln_repos: the distribution's served repositories, the served EPEL and the vendors' bases.
 
-    The distribution's repositories are not a kiln_repos entry on EL (roles/distro_repos writes apt sources
-    only): the site points the nodes' own dnf repository files at them (playbooks/mirror.yml prints them).
+    ``distribution`` is ``{url: <mirror>/distribution/<distro>, key_url, fingerprint, repos: [served names]}``
+    (roles/distro_repos writes ``<url>/<repo>/$basearch/os`` per repository), ``epel`` the served EPEL (written
+    by roles/distro_repos too; roles/slurm_install then does not install epel-release).
     """
     repos: dict[str, Any] = {}
+    served: list[str] = []
+    roots: set[str] = set()
     for up in tgt.get("upstreams") or []:
         entry = {"key_url": key, "fingerprint": fingerprint}
         if up["name"].startswith("distribution-"):
-            continue
-        if up["name"] == "epel":
-            # roles/slurm_install reads a site Slurm repository (kiln_repos.slurm) instead of enabling EPEL
-            entry["url"] = f"{base}/{up['serve']}"
-            repos["slurm"] = entry
+            # served at distribution/<distro>/<repo>/<arch>/os: the entry's url is distribution/<distro>
+            parts = up["serve"].split("/")
+            if len(parts) != 5 or parts[0] != "distribution" or parts[4] != "os":
+                raise CompatError(f"kiln_mirror_site_repos: the upstream {show(up['name'])} is served at "
+                                  f"{show(up['serve'])}, not distribution/<distro>/<repo>/<arch>/os")
+            roots.add("/".join(parts[:2]))
+            served.append(parts[2])
             continue
         entry["url"] = {"cuda": f"{base}/cuda", "container_toolkit": f"{base}/libnvidia-container",
                         "docker": f"{base}/docker/linux", "doca": f"{base}/doca"}.get(up["name"], f"{base}/{up['serve']}")
         repos[up["name"]] = entry
+    if len(roots) > 1:
+        raise CompatError(f"kiln_mirror_site_repos: an EL target serves several distributions ({', '.join(sorted(roots))}); "
+                          f"one target serves one")
+    if served:
+        repos = {"distribution": {"url": f"{base}/{roots.pop()}", "key_url": key, "fingerprint": fingerprint,
+                                  "repos": served}, **repos}
     return repos

@@ -119,22 +119,37 @@ def kiln_doca_repo(stack: Mapping[str, Any], base_url: str | None = None, arch: 
     return out
 
 
-REPO_NAMES = ("cuda", "container_toolkit", "slurm", "torch", "doca", "docker", "distribution")
+REPO_NAMES = ("cuda", "container_toolkit", "slurm", "torch", "doca", "docker", "distribution", "epel")
 _REPO_KEYS = ("url", "key_url", "fingerprint")
-# kiln_repos.distribution (roles/distro_repos, a site mirror of the OS archive) also names its apt suites and
-# components: lists of plain words.
-_LIST_KEYS = {"distribution": ("suites", "components")}
+# kiln_repos.distribution (roles/distro_repos, a site mirror of the OS archive) also names what the mirror serves:
+# on apt hosts its suites and components, on EL (dnf) hosts its rpm-md repositories (repos: [BaseOS, AppStream]).
+# Lists of plain words. The engine cannot know a host's OS here: either set is accepted, never both (the role
+# checks the exact set for the host's package manager). kiln_repos.epel (EL only) has the three plain keys.
+_LIST_KEYS = {"distribution": ("suites", "components", "repos")}
+# list keys that exclude each other within one entry: the apt set and the dnf set
+_EXCLUSIVE = {"distribution": (("suites", "components"), ("repos",))}
+_LIST_EXAMPLE = {"suites": "[bookworm]", "components": "[main]", "repos": "[BaseOS, AppStream, CRB]"}
 _LIST_WORD = re.compile(r"[A-Za-z0-9._/-]{1,64}", re.ASCII)
+
+
+def _check_exclusive(where: str, name: str, entry: Mapping[str, Any]) -> None:
+    """Refuse an entry holding keys of two exclusive sets (kiln_repos.distribution with suites and repos)."""
+    sets = [s for s in _EXCLUSIVE.get(name, ()) if any(k in entry for k in s)]
+    if len(sets) > 1:
+        given = [k for s in sets for k in s if k in entry]
+        raise CompatError(f"kiln: {where}.{name} has {', '.join(given)}: suites and components describe an apt "
+                          f"mirror, repos an EL (dnf) one, never both in one entry. Fix: set suites and components "
+                          f"for apt hosts and repos for EL hosts, each in that OS group's group_vars.")
 
 
 def _check_repos(repos: Any, where: str = "kiln_repos", extra_names: tuple[str, ...] = (),
                  extra_lists: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, dict[str, str]]:
     """kiln_repos (or another variable of its shape, named by *where*) as plain strings; CompatError naming the key.
 
-    ``extra_names`` and ``extra_lists`` widen the shape for a variable that is not kiln_repos itself
-    (kiln_mirror_upstreams: ``epel``, and ``distribution.repos`` for EL)."""
-    names = REPO_NAMES + tuple(extra_names)
-    list_keys = {k: _LIST_KEYS.get(k, ()) + tuple((extra_lists or {}).get(k, ())) for k in set(_LIST_KEYS) | set(extra_lists or {})}
+    ``extra_names`` and ``extra_lists`` widen the shape for a variable that is not kiln_repos itself."""
+    names = tuple(dict.fromkeys(REPO_NAMES + tuple(extra_names)))
+    list_keys = {k: tuple(dict.fromkeys(_LIST_KEYS.get(k, ()) + tuple((extra_lists or {}).get(k, ()))))
+                 for k in set(_LIST_KEYS) | set(extra_lists or {})}
     if repos is None or repos == "":
         return {}
     if schema.measure(repos).over():
@@ -152,14 +167,15 @@ def _check_repos(repos: Any, where: str = "kiln_repos", extra_names: tuple[str, 
         if not isinstance(entry, Mapping):
             raise CompatError(f"kiln: {where}.{name} is {schema.describe(entry)}; it must be a mapping with "
                                      f"{', '.join(_REPO_KEYS)}.")
+        _check_exclusive(where, name, entry)
         out[name] = {}
         for key, value in entry.items():
             path = f"{where}.{name}.{key}"
             if key in list_keys.get(name, ()):
                 if not isinstance(value, (list, tuple)) or not value or len(value) > 16 \
                         or not all(isinstance(v, str) and _LIST_WORD.fullmatch(v) for v in value):
-                    raise CompatError(f"kiln: {path} is {schema.describe(value)}; it must be a list of words "
-                                      f"such as [bookworm]. Fix: write it as a YAML list.")
+                    raise CompatError(f"kiln: {path} is {schema.describe(value)}; it must be a non-empty list of words "
+                                      f"such as {_LIST_EXAMPLE.get(str(key), '[main]')}. Fix: write it as a YAML list.")
                 out[name][key] = list(value)  # type: ignore[assignment]
                 continue
             if key not in _REPO_KEYS or (name == "torch" and key != "url"):
@@ -168,6 +184,10 @@ def _check_repos(repos: Any, where: str = "kiln_repos", extra_names: tuple[str, 
                                          f"{schema.suggest(key, allowed)} Fix: use {', '.join(allowed)}.")
             if value is None or value == "":
                 continue
+            if key == "fingerprint" and not isinstance(value, str):
+                raise CompatError(f"kiln: {path} is {schema.describe(value)}, not a string (YAML reads unquoted digits "
+                                  f"as a number). Fix: quote the key's full 40-hex-digit fingerprint, "
+                                  f"fingerprint: \"<40 hex digits>\" (gpg --show-keys --with-fingerprint <key file>).")
             if not isinstance(value, str) or len(value) > 2048 or (
                     key != "fingerprint" and any(c.isspace() for c in value.strip())):
                 raise CompatError(f"kiln: {path} is {schema.describe(value)}; it must be a URL or fingerprint string.")
@@ -213,7 +233,8 @@ def kiln_repo(name: str, os: str | None = None, repos: Any = None, arch: str = "
 
     ``cuda`` / ``container_toolkit``: what kiln_cuda_repo / kiln_container_toolkit_repo return, with
     ``key_url`` and ``fingerprint`` (the pin) taken from ``kiln_repos.<name>`` when set, and ``fingerprint_var``
-    naming the variable to fix. ``slurm``: ``{}`` unless kiln_repos.slurm.url is set. ``torch``: ``{url}``.
+    naming the variable to fix. ``slurm``, ``epel``: ``{}`` unless kiln_repos.<name>.url is set. ``distribution``:
+    ``{}`` unless its url is set; ``suites`` and ``components`` (apt) or ``repos`` (EL). ``torch``: ``{url}``.
     """
     if not isinstance(name, str) or name not in REPO_NAMES:
         raise CompatError(f"kiln_repo: unknown repository {show(name)}; use one of {list(REPO_NAMES)}")
@@ -234,9 +255,21 @@ def kiln_repo(name: str, os: str | None = None, repos: Any = None, arch: str = "
         if not site.get("key_url") or not site.get("fingerprint"):
             raise CompatError("kiln: kiln_repos.distribution has a url but no key_url and fingerprint. Fix: give the "
                               "mirror's signing key URL and its full fingerprint (docs/airgap.md).")
-        return {"name": "distribution", "url": site["url"], "key_url": site["key_url"], "fingerprint": site["fingerprint"],
-                "suites": list(site.get("suites") or []), "components": list(site.get("components") or ["main"]),
-                "fingerprint_var": "kiln_repos.distribution.fingerprint"}
+        out: dict[str, Any] = {"name": "distribution", "url": site["url"], "key_url": site["key_url"], "fingerprint": site["fingerprint"],
+                               "fingerprint_var": "kiln_repos.distribution.fingerprint"}
+        if site.get("repos"):  # an EL (dnf) mirror: its rpm-md repositories, <url>/<repo>/$basearch/os
+            out["repos"] = list(site["repos"])
+        else:
+            out.update(suites=list(site.get("suites") or []), components=list(site.get("components") or ["main"]))
+        return out
+    if name == "epel":
+        if not site.get("url"):
+            return {}
+        if not site.get("key_url") or not site.get("fingerprint"):
+            raise CompatError("kiln: kiln_repos.epel has a url but no key_url and fingerprint. Fix: give the "
+                              "mirror's signing key URL and its full fingerprint (docs/airgap.md).")
+        return {"name": "epel", "url": site["url"], "key_url": site["key_url"], "fingerprint": site["fingerprint"],
+                "fingerprint_var": "kiln_repos.epel.fingerprint"}
     if name == "doca":
         raise CompatError("kiln_repo: the DOCA repository depends on the stack's DOCA version: use kiln_doca_repo(stack)")
     if name == "docker":

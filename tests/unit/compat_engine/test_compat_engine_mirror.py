@@ -165,10 +165,11 @@ def test_hostile_el_upstreams_are_refused(bad):
         _el_plan(upstreams=bad)
 
 
-def test_epel_is_not_a_kiln_repos_entry():
+def test_epel_is_a_kiln_repos_entry_with_the_plain_keys():
     from kiln_compat_engine.repos import _check_repos
-    with pytest.raises(CompatError, match="unknown repository"):
-        _check_repos({"epel": {"url": "http://x/"}})
+    assert _check_repos({"epel": {"url": "http://x/epel/9/x86_64"}}) == {"epel": {"url": "http://x/epel/9/x86_64"}}
+    with pytest.raises(CompatError, match=r"kiln_repos.epel has an unknown key 'repos'"):
+        _check_repos({"epel": {"url": "http://x/", "repos": ["everything"]}})
 
 
 def test_el_site_repos_point_the_roles_at_the_mirror():
@@ -177,10 +178,12 @@ def test_el_site_repos_point_the_roles_at_the_mirror():
     assert repos["cuda"] == {"url": "http://mirror.site/cuda", "key_url": "http://mirror.site/kiln-mirror.asc",
                              "fingerprint": "B" * 40}
     assert repos["container_toolkit"]["url"] == "http://mirror.site/libnvidia-container"
-    # roles/slurm_install reads a site Slurm repository instead of enabling EPEL: the served EPEL
-    assert repos["slurm"]["url"] == "http://mirror.site/epel/9/x86_64"
-    # roles/distro_repos writes apt sources only: no kiln_repos.distribution for EL
-    assert "distribution" not in repos and "epel" not in repos
+    # roles/distro_repos writes the served distribution repositories and EPEL (then slurm_install skips epel-release)
+    assert repos["distribution"] == {"url": "http://mirror.site/distribution/rocky-9",
+                                     "key_url": "http://mirror.site/kiln-mirror.asc", "fingerprint": "B" * 40,
+                                     "repos": ["AppStream", "BaseOS", "CRB"]}
+    assert repos["epel"]["url"] == "http://mirror.site/epel/9/x86_64"
+    assert "slurm" not in repos
     assert all(r["fingerprint"] == "B" * 40 for r in repos.values())
 
 
@@ -231,3 +234,26 @@ def test_hostile_upstreams_raise_a_clear_error_or_plan(value):
         assert "kiln" in str(exc)
     else:
         json.dumps(out)
+
+
+# --- kiln_mirror_distributions: one build for a site with several OSes -------------------------------------
+
+def test_per_os_distribution_upstreams_replace_the_shared_one() -> None:
+    import copy  # noqa: PLC0415
+
+    from kiln_compat_engine import mirror as m  # noqa: PLC0415
+
+    site = {"distribution": {"url": "http://deb.example/debian", "key_url": "file:///k.gpg"}}
+    per_os = {"rocky-9": {"url": "http://rocky.example/{repo}/x86_64", "key_url": "file:///r.asc",
+                          "fingerprint": "A" * 40, "repos": ["base"]}}
+    deb = m._distribution_upstream("debian-12", m._site_for(site, m._check_distributions(per_os), "debian-12"))
+    assert deb["url"] == "http://deb.example/debian"
+    el = m._el_distribution_upstreams("rocky-9", m._site_for(site, m._check_distributions(per_os), "rocky-9"), "x86_64")
+    assert [u["url"] for u in el] == ["http://rocky.example/base/x86_64"] and el[0]["fingerprint"] == "A" * 40
+    assert m._site_for(site, {}, "rocky-9") is site
+    bad = copy.deepcopy(per_os)
+    bad["centos-7"] = bad.pop("rocky-9")
+    with pytest.raises(m.CompatError, match=r"kiln_mirror_distributions has 'centos-7', not an OS of data/mirror.yml"):
+        m._check_distributions(bad)
+    with pytest.raises(m.CompatError, match="kiln_mirror_distributions.rocky-9"):
+        m._check_distributions({"rocky-9": {"url": 9}})

@@ -40,6 +40,12 @@ VAR = "kiln_repos.distribution"
 FPR = "0123456789ABCDEF0123456789ABCDEF01234567"
 GOOD = {"url": "http://mirror.site.internal/debian", "key_url": "http://mirror.site.internal/kiln-mirror.asc",
         "fingerprint": FPR, "suites": ["bookworm"], "components": ["main"]}
+EL_GOOD = {"url": "http://mirror.site.internal/distribution/rocky-9", "key_url": "http://mirror.site.internal/kiln-mirror.asc",
+           "fingerprint": FPR, "repos": ["BaseOS", "AppStream", "CRB"]}
+EPEL_GOOD = {"url": "http://mirror.site.internal/epel/9/x86_64", "key_url": "http://mirror.site.internal/kiln-mirror.asc",
+             "fingerprint": FPR}
+#: an EL host, as the validation play's facts read it
+ELH = {"kiln_test_pkg_mgr": "dnf", "kiln_test_os_family": "RedHat"}
 
 
 def _tasks(path: Path) -> list[dict]:
@@ -68,57 +74,109 @@ def test_prepare_nodes_runs_distro_repos_first():
     assert roles[:2] == ["distro_repos", "common"]
 
 
-def test_main_validates_then_configures_then_flushes():
+def test_main_validates_then_checks_keys_then_writes_then_flushes():
     main = _tasks(ROLE / "tasks" / "main.yml")
+    assert [_module(t) for t in main] == ["ansible.builtin.import_tasks", "ansible.builtin.include_tasks",
+                                         "ansible.builtin.include_tasks", "ansible.builtin.meta"]
     assert main[0]["ansible.builtin.import_tasks"] == "validate.yml"
     assert main[0]["tags"] == ["always"]
-    configure = next(t for t in main if t.get("ansible.builtin.import_tasks") == "apt.yml")
-    assert configure["when"] == "distro_repos_enabled | bool"
+    assert main[1]["ansible.builtin.include_tasks"]["file"] == "key.yml"
+    assert main[1]["loop"] == "{{ __distro_repos_keyfiles }}"
+    assert main[1]["loop_control"]["loop_var"] == "__distro_repos_keyfile"
+    assert main[2]["ansible.builtin.include_tasks"]["file"] == "{{ __distro_repos_tasks }}"  # apt.yml or dnf.yml (OS vars)
+    for task in main[1:3]:
+        assert task["when"] == "distro_repos_enabled | bool"
     assert main[-1]["ansible.builtin.meta"] == "flush_handlers"
     validate = _tasks(ROLE / "tasks" / "validate.yml")
-    assert len(validate) == 1 and validate[0]["when"] == "distro_repos_enabled | bool"
-    assert all("ansible.builtin.assert" in t for t in validate[0]["block"])
-    for task in validate[0]["block"]:
+    assert len(validate) == 2 and "ansible.builtin.assert" in validate[0] and "block" in validate[1]
+    assert validate[0]["when"] == "__distro_repos_epel is not none"
+    assert "kiln_repos.epel" in validate[0]["ansible.builtin.assert"]["fail_msg"]
+    block = validate[1]["block"]
+    assert validate[1]["when"] == "distro_repos_enabled | bool"
+    # the package manager first, then the OS vars (the exact keys), then the checks
+    assert "__distro_repos_families" in block[0]["ansible.builtin.assert"]["that"]
+    assert "ansible.builtin.include_vars" in block[1]
+    asserts = [validate[0]] + block[:1] + block[2:]
+    for task in asserts:
         assert task["ansible.builtin.assert"]["quiet"] is True
         assert "inventory_hostname" in task["ansible.builtin.assert"]["fail_msg"], task["name"]
+    families = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__distro_repos_families"]
+    assert families == {"Debian": "apt", "RedHat": "dnf"}
+    for family, tasks in (("Debian", "apt.yml"), ("RedHat", "dnf.yml")):
+        assert yaml.safe_load((ROLE / "vars" / f"{family}.yml").read_text())["__distro_repos_tasks"] == tasks
 
 
 def test_key_is_judged_before_anything_is_written():
-    apt = _tasks(ROLE / "tasks" / "apt.yml")
-    assert [_module(t) for t in apt] == [
+    key = _tasks(ROLE / "tasks" / "key.yml")
+    assert [_module(t) for t in key] == [
         "kiln_command", "ansible.builtin.assert",  # gpg is there (it cannot be installed yet)
         "ansible.builtin.uri", "ansible.builtin.slurp", "kiln_command", "ansible.builtin.assert",
-        "ansible.builtin.set_fact", "kiln_files", "ansible.builtin.file"]
-    for task in (apt[0], apt[2], apt[3], apt[4]):  # read-only, so run in check mode too
+        "ansible.builtin.set_fact"]
+    for task in (key[0], key[2], key[3], key[4]):  # read-only, so run in check mode too
         assert task["check_mode"] is False, task["name"]
-    for task in (apt[0], apt[4]):
+    for task in (key[0], key[4]):
         assert task["changed_when"] is False and task["failed_when"] is False
-    assert "add gnupg to the base image" in apt[1]["ansible.builtin.assert"]["fail_msg"]
+    assert "add gnupg to the base image" in key[1]["ansible.builtin.assert"]["fail_msg"]
     nvidia = next(t for t in _tasks(REPO / "roles" / "nvidia_repos" / "tasks" / "key.yml") if "kiln_command" in t)
-    assert apt[4]["kiln_command"]["argv"] == nvidia["kiln_command"]["argv"]  # the same gpg listing
-    verdict = " ".join(apt[5]["vars"]["__distro_repos_verdict"].split())
-    assert "kiln_repo_key_verdict(__distro_repos_site.fingerprint" in verdict
+    assert key[4]["kiln_command"]["argv"] == nvidia["kiln_command"]["argv"]  # the same gpg listing
+    verdict = " ".join(key[5]["vars"]["__distro_repos_verdict"].split())
+    assert "kiln_repo_key_verdict(__distro_repos_entry.fingerprint" in verdict
     assert "variable=__distro_repos_fingerprint_var" in verdict
-    assert yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__distro_repos_fingerprint_var"] == f"{VAR}.fingerprint"
-    assert apt[6]["ansible.builtin.set_fact"] == {"__distro_repos_key": "{{ __distro_repos_fetched }}"}
-    assert apt[7]["notify"] == apt[8]["notify"] == _tasks(ROLE / "handlers" / "main.yml")[0]["name"]
+    main_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    assert main_vars["__distro_repos_fingerprint_var"] == "kiln_repos.{{ __distro_repos_keyfile.name }}.fingerprint"
+    # only the checked text is kept, keyed by the file it is written to
+    assert "combine({__distro_repos_keyfile.path: __distro_repos_fetched})" in \
+        key[6]["ansible.builtin.set_fact"]["__distro_repos_verified"]
+    # no other task file fetches or lists a key: one mechanism for apt and dnf
+    for name in ("apt.yml", "dnf.yml"):
+        assert not {"ansible.builtin.uri", "ansible.builtin.slurp", "kiln_command"} & {_module(t) for t in _tasks(ROLE / "tasks" / name)}
+    handlers = [h["name"] for h in _tasks(ROLE / "handlers" / "main.yml")]
+    apt = _tasks(ROLE / "tasks" / "apt.yml")
+    assert [_module(t) for t in apt] == ["kiln_files", "ansible.builtin.file"]
+    assert apt[0]["notify"] == apt[1]["notify"] == handlers[0] == "Refresh the apt cache from the site mirror"
+    dnf = _tasks(ROLE / "tasks" / "dnf.yml")
+    assert [_module(t) for t in dnf] == ["kiln_files", "ansible.builtin.rpm_key", "ansible.builtin.file"]
+    assert dnf[0]["notify"] == dnf[2]["notify"] == handlers[1] == "Refresh the dnf cache from the site mirror"
+    assert _tasks(ROLE / "handlers" / "main.yml")[1]["ansible.builtin.dnf"] == {"update_cache": True}
+    assert dnf[1]["ansible.builtin.rpm_key"]["fingerprint"].startswith("{{ __distro_repos_given[__distro_repos_keyfile.name].fingerprint")
+    assert dnf[1]["loop"] == "{{ __distro_repos_keyfiles }}"
 
 
 def test_one_kiln_files_task_writes_key_source_and_sources_list():
     task = next(t for t in _tasks(ROLE / "tasks" / "apt.yml") if "kiln_files" in t)
     files = task["kiln_files"]["files"]
-    assert [f["path"] for f in files] == ["{{ distro_repos_key_dir }}", "{{ __distro_repos_key_file }}",
+    assert [f["path"] for f in files] == ["{{ __distro_repos_key_dir }}", "{{ __distro_repos_key_file }}",
                                          "{{ __distro_repos_sources_file }}", "{{ __distro_repos_sources_list }}"]
-    assert files[0] == {"path": "{{ distro_repos_key_dir }}", "state": "directory", "mode": "0755"}
-    assert files[1]["content"] == "{{ __distro_repos_key }}"  # the verified text only
+    assert files[0] == {"path": "{{ __distro_repos_key_dir }}", "state": "directory", "mode": "0755"}
+    assert files[1]["content"] == "{{ __distro_repos_verified[__distro_repos_key_file] }}"  # the verified text only
     assert all(f["mode"] == "0644" for f in files[1:])
     debian = yaml.safe_load((ROLE / "vars" / "Debian.yml").read_text())
+    assert debian["__distro_repos_keys"] == {"distribution": ["url", "key_url", "fingerprint", "suites", "components"]}
     assert debian["__distro_repos_sources_file"] == "/etc/apt/sources.list.d/kiln-distribution.sources"
+    assert debian["__distro_repos_key_dir"] == "{{ distro_repos_key_dir }}"
     assert debian["__distro_repos_key_file"] == "{{ distro_repos_key_dir }}/kiln-distribution.asc"
+    assert debian["__distro_repos_keyfiles"] == [{"name": "distribution", "path": "{{ __distro_repos_key_file }}"}]
     assert debian["__distro_repos_sources_list"] == "/etc/apt/sources.list"
     assert debian["__distro_repos_default_sources"] == ["/etc/apt/sources.list.d/debian.sources",
                                                         "/etc/apt/sources.list.d/ubuntu.sources"]
     assert yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())["distro_repos_key_dir"] == "/etc/apt/keyrings"
+
+
+def test_el_vars_name_the_repo_file_the_keys_and_the_default_repo_files():
+    redhat = yaml.safe_load((ROLE / "vars" / "RedHat.yml").read_text())
+    assert redhat["__distro_repos_keys"] == {"distribution": ["url", "key_url", "fingerprint", "repos"],
+                                             "epel": ["url", "key_url", "fingerprint"]}
+    assert list(redhat["__distro_repos_list_keys"]) == ["repos"]
+    assert redhat["__distro_repos_sources_file"] == "/etc/yum.repos.d/kiln-distribution.repo"
+    assert redhat["__distro_repos_key_file"] == "/etc/pki/rpm-gpg/kiln-distribution.asc"
+    assert redhat["__distro_repos_epel_key_file"] == "/etc/pki/rpm-gpg/kiln-epel.asc"
+    defaults = redhat["__distro_repos_default_sources"]
+    for name in ("rocky", "rocky-addons", "rocky-devel", "rocky-extras", "redhat", "epel", "epel-testing",
+                 "epel-cisco-openh264", "almalinux-baseos", "almalinux-appstream"):
+        assert f"/etc/yum.repos.d/{name}.repo" in defaults
+    assert all(p.startswith("/etc/yum.repos.d/") and not p.startswith("/etc/yum.repos.d/kiln-") for p in defaults)
+    dnf = next(t for t in _tasks(ROLE / "tasks" / "dnf.yml") if "kiln_files" in t)
+    assert "kiln-distribution.repo.j2" in dnf["kiln_files"]["files"]
 
 
 # --------------------------------------------------------------------------
@@ -149,9 +207,34 @@ CASES: dict[str, tuple[dict, list[str] | None]] = {
     "not_mapping": ({"kiln_repos": {"distribution": "http://mirror.site.internal/debian"}},
                     [f'{VAR} is "http://mirror.site.internal/debian", not a mapping']),
     "enabled_unset": ({"distro_repos_enabled": True}, [f"{VAR} is not set, but distro_repos_enabled is true"]),
-    "el": ({"kiln_repos": {"distribution": GOOD}, "kiln_test_pkg_mgr": "dnf"},
-           [f"{VAR} is set, but kiln's distribution-mirror support on EL (dnf) is not there yet",
-            "/etc/yum.repos.d", f"leave {VAR} unset"]),
+    # unknown keys are named as given (the inventory file sorts them)
+    "el_apt_keys": ({"kiln_repos": {"distribution": GOOD}, **ELH},
+                    [f"{VAR} has the unknown key(s) components, suites (did you mean repos?)",
+                     "on this host (dnf) its keys are exactly url, key_url, fingerprint, repos"]),
+    "apt_el_keys": ({"kiln_repos": {"distribution": EL_GOOD}},
+                    [f"{VAR} has the unknown key(s) repos (did you mean suites, components?)"]),
+    "el_repos_string": ({"kiln_repos": {"distribution": {**EL_GOOD, "repos": "BaseOS"}}, **ELH},
+                        [f'{VAR}.repos is "BaseOS": a single string: write a list, e.g. repos: [BaseOS]']),
+    "el_repos_slash": ({"kiln_repos": {"distribution": {**EL_GOOD, "repos": ["BaseOS/x"]}}, **ELH},
+                       [f'{VAR}.repos is ["BaseOS/x"]', "repos: [BaseOS, AppStream, CRB]"]),
+    "el_repos_twice": ({"kiln_repos": {"distribution": {**EL_GOOD, "repos": ["BaseOS", "baseos"]}}, **ELH},
+                       [f'{VAR}.repos is ["BaseOS", "baseos"]', "distinct"]),
+    "el_float_fingerprint": ({"kiln_repos": {"distribution": {**EL_GOOD, "fingerprint": 1.5}}, **ELH},
+                             [f"{VAR}.fingerprint is the number 1.5"]),
+    "el_epel_typo": ({"kiln_repos": {"distribution": EL_GOOD, "epel": {**EPEL_GOOD, "urls": "x"}}, **ELH},
+                     ["kiln_repos.epel has the unknown key(s) urls"]),
+    "el_epel_short": ({"kiln_repos": {"distribution": EL_GOOD, "epel": {**EPEL_GOOD, "fingerprint": "3228467C"}}, **ELH},
+                      ['kiln_repos.epel.fingerprint is "3228467C"']),
+    "el_epel_string": ({"kiln_repos": {"distribution": EL_GOOD, "epel": "http://m/epel"}, **ELH},
+                       ['kiln_repos.epel is "http://m/epel", not a mapping']),
+    "epel_alone": ({"kiln_repos": {"epel": EPEL_GOOD}, **ELH},
+                   ["kiln_repos.epel is set, but kiln_repos.distribution is not", "Fix: set kiln_repos.distribution"]),
+    "epel_on_apt": ({"kiln_repos": {"distribution": GOOD, "epel": EPEL_GOOD}},
+                    ["kiln_repos.epel is set, but this host is Debian (apt): EPEL is for EL (dnf) hosts only"]),
+    "zypper": ({"kiln_repos": {"distribution": GOOD}, "kiln_test_pkg_mgr": "zypper", "kiln_test_os_family": "Suse"},
+               [f"{VAR} is set, but this host's package manager (zypper on OS family Suse)",
+                f"leave {VAR} unset"]),
+    "el_good": ({"kiln_repos": {"distribution": EL_GOOD, "epel": EPEL_GOOD}, **ELH}, None),
     "good": ({"kiln_repos": {"distribution": GOOD}}, None),
     "unset": ({}, None),
     "null": ({"kiln_repos": {"distribution": None, "cuda": {"url": "http://m/cuda"}}}, None),
@@ -165,7 +248,8 @@ def validation(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], dict
     hosts = {name: variables for name, (variables, _) in CASES.items()}
     (tmp / "hosts.yml").write_text(yaml.safe_dump({"all": {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}, "hosts": hosts}}))
-    facts = {"ansible_facts": {"pkg_mgr": "{{ kiln_test_pkg_mgr | default('apt') }}", "os_family": "Debian"}}
+    facts = {"ansible_facts": {"pkg_mgr": "{{ kiln_test_pkg_mgr | default('apt') }}",
+                               "os_family": "{{ kiln_test_os_family | default('Debian') }}"}}
     plays = [
         {"name": "Validate", "hosts": "all", "gather_facts": False, "vars": facts,
          "tasks": [{"name": "Validate", "ansible.builtin.include_role": {"name": "distro_repos", "tasks_from": "validate"}}]},
@@ -187,7 +271,7 @@ def test_hostile_input_is_refused_naming_the_variable_and_host(validation, host)
     run, messages = validation
     assert host in messages, run.stdout[-4000:] + run.stderr[-2000:]
     message = messages[host]
-    assert message.startswith(f"{host}: {VAR}"), message
+    assert message.startswith(f"{host}: kiln_repos.{'epel' if 'epel' in host else 'distribution'}"), message
     for part in CASES[host][1]:
         assert part in message, (part, message)
 
@@ -195,7 +279,7 @@ def test_hostile_input_is_refused_naming_the_variable_and_host(validation, host)
 @needs_ansible
 def test_valid_or_unset_input_passes_and_unset_changes_nothing(validation):
     run, messages = validation
-    for host in ("good", "unset", "null"):
+    for host in ("good", "el_good", "unset", "null"):
         assert host not in messages, messages.get(host)
     recap = dict(re.findall(r"^(\w+)\s+: (ok=.*)$", run.stdout, flags=re.M))
     for host in ("unset", "null"):
@@ -366,3 +450,107 @@ def test_a_node_without_gpg_is_told_to_add_gnupg(tmp_path, site):
     assert "localhost: kiln_repos.distribution is set, but gpg cannot run on this node" in out, out[-3000:]
     assert "add gnupg to the base image" in out
     assert not node.key.exists() and not node.source.exists()
+
+
+# --------------------------------------------------------------------------
+# EL (dnf): a converge on localhost, under tmp_path (root and gpg)
+
+class ELNode:
+    """A node's /etc/yum.repos.d and /etc/pki/rpm-gpg under tmp_path; the role copied with debug stand-ins for its
+    handlers and for rpm_key (this machine's rpm database is not the test's to change)."""
+
+    def __init__(self, tmp_path: Path, site: dict[str, object], epel: bool = True, **entry: object) -> None:
+        self.tmp = tmp_path
+        self.repos = tmp_path / "etc" / "yum.repos.d"
+        self.repos.mkdir(parents=True)
+        self.pki = tmp_path / "etc" / "pki" / "rpm-gpg"
+        for name in ("rocky", "rocky-extras", "epel", "site-own"):
+            (self.repos / f"{name}.repo").write_text(f"[{name}]\nbaseurl=http://{name}.invalid/\n")
+        roles = tmp_path / "roles"
+        shutil.copytree(ROLE, roles / "distro_repos")
+        handlers = [h["name"] for h in _tasks(ROLE / "handlers" / "main.yml")]
+        (roles / "distro_repos" / "handlers" / "main.yml").write_text(yaml.safe_dump(
+            [{"name": h, "ansible.builtin.debug": {"msg": f"HANDLER {h}"}} for h in handlers]))
+        dnf = _tasks(ROLE / "tasks" / "dnf.yml")
+        for task in dnf:
+            if "ansible.builtin.rpm_key" in task:
+                args = task.pop("ansible.builtin.rpm_key")
+                task["ansible.builtin.debug"] = {"msg": f"RPM_KEY {args['key']} {args['fingerprint']}"}
+        (roles / "distro_repos" / "tasks" / "dnf.yml").write_text(yaml.safe_dump(dnf, sort_keys=False))
+        self.key = self.pki / "kiln-distribution.asc"
+        self.epel_key = self.pki / "kiln-epel.asc"
+        self.repo_file = self.repos / "kiln-distribution.repo"
+        key = {"key_url": f"{site['http']}/mirror.asc", "fingerprint": site["mirror_fpr"]}
+        repos: dict[str, object] = {"distribution": {"url": f"file://{site['dir']}/el/", "repos": ["BaseOS", "AppStream"],
+                                                     **key, **entry}}
+        if epel:
+            repos["epel"] = {"url": f"file://{site['dir']}/el/epel", "key_url": f"file://{site['dir']}/mirror.asc",
+                             "fingerprint": str(site["mirror_fpr"]).lower()}
+        extra = {"kiln_repos": repos, "__distro_repos_key_dir": str(self.pki), "__distro_repos_key_file": str(self.key),
+                 "__distro_repos_epel_key_file": str(self.epel_key), "__distro_repos_sources_file": str(self.repo_file),
+                 "__distro_repos_default_sources": [str(self.repos / f"{n}.repo") for n in ("rocky", "rocky-extras", "epel")]}
+        (tmp_path / "extra.json").write_text(json.dumps(extra))
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        book = {"hosts": "localhost", "connection": "local", "gather_facts": False,
+                "vars": {"ansible_python_interpreter": sys.executable,
+                         "ansible_facts": {"pkg_mgr": "dnf", "os_family": "RedHat"}},
+                "roles": ["distro_repos"]}
+        path = self.tmp / "converge.yml"
+        path.write_text(yaml.safe_dump([book], sort_keys=False))
+        return kiln_playbook.run_playbook("-i", "localhost,", str(path), "-e", f"@{self.tmp / 'extra.json'}", *args,
+                                          tmp_path=self.tmp, env={"ANSIBLE_ROLES_PATH": str(self.tmp / "roles"),
+                                                                  "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"})
+
+
+@needs_ansible
+@needs_root_gpg
+def test_el_converge_writes_the_repo_file_and_keys_is_idempotent_and_check_clean(tmp_path, site):
+    import configparser  # noqa: PLC0415
+
+    node = ELNode(tmp_path, site)
+    first = node.run()
+    out = first.stdout + first.stderr
+    assert first.returncode == 0, out[-4000:]
+    assert "HANDLER Refresh the dnf cache from the site mirror" in out and "HANDLER Refresh the apt" not in out
+    mirror_key = (Path(str(site["dir"])) / "mirror.asc").read_text()
+    assert node.key.read_text() == mirror_key and node.epel_key.read_text() == mirror_key
+    assert oct(node.key.stat().st_mode & 0o777) == "0o644"
+    fpr = str(site["mirror_fpr"]).upper()
+    assert f"RPM_KEY {node.key} {fpr}" in out and f"RPM_KEY {node.epel_key} {fpr}" in out
+    text = node.repo_file.read_text()
+    assert text.startswith("# Managed by kiln (roles/distro_repos)")
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(text)
+    assert parser.sections() == ["kiln-distribution-baseos", "kiln-distribution-appstream", "kiln-epel"]
+    base = parser["kiln-distribution-baseos"]
+    assert base["baseurl"] == f"file://{site['dir']}/el/BaseOS/$basearch/os"
+    assert parser["kiln-distribution-appstream"]["baseurl"] == f"file://{site['dir']}/el/AppStream/$basearch/os"
+    assert parser["kiln-epel"]["baseurl"] == f"file://{site['dir']}/el/epel"
+    assert parser["kiln-epel"]["gpgkey"] == f"file://{node.epel_key}"
+    for name in parser.sections():
+        section = parser[name]
+        assert (section["enabled"], section["gpgcheck"], section["repo_gpgcheck"]) == ("1", "1", "1"), name
+    assert base["gpgkey"] == f"file://{node.key}"
+    assert sorted(p.name for p in node.repos.iterdir()) == ["kiln-distribution.repo", "site-own.repo"]
+    second = node.run()
+    assert second.returncode == 0 and "changed=0" in second.stdout, second.stdout[-3000:]
+    assert "HANDLER" not in second.stdout
+    check = node.run("--check", "--diff")
+    assert check.returncode == 0 and "changed=0" in check.stdout, check.stdout[-3000:]
+
+
+@needs_ansible
+@needs_root_gpg
+def test_el_without_epel_writes_no_epel_section_and_a_wrong_pin_writes_nothing(tmp_path, site):
+    node = ELNode(tmp_path / "a", site, epel=False)
+    run = node.run()
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "[kiln-epel]" not in node.repo_file.read_text() and not node.epel_key.exists()
+    bad = ELNode(tmp_path / "b", site, key_url=f"{site['http']}/other.asc")
+    run = bad.run()
+    out = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "Repository distribution: refusing the key file" in out and f"{VAR}.fingerprint" in out, out[-3000:]
+    assert not bad.key.exists() and not bad.repo_file.exists()
+    assert (bad.repos / "rocky.repo").exists()
