@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT / "tests" / "molecule"))
 sys.path.insert(0, str(ROOT / "module_utils"))
 from kiln_testinfra import podman_hosts  # noqa: E402
 
-testinfra_hosts = podman_hosts("gpu_nodes")
+# the Debian GPU nodes (the EL node: test_airgap_el9.py)
+testinfra_hosts = podman_hosts("slurm_compute")
 MIRROR_HOST = "kiln-airgap-mirror"
 OUT = ROOT / ".cache" / "airgap-mirror"
 
@@ -136,11 +137,16 @@ def test_bundle_holds_exactly_the_closure_of_what_site_yml_installs():
     assert {f["path"] for f in _manifest()["files"] if f["path"].startswith("files/")} == files
     assert {f["tool"] for f in contents["files"]} == {"enroot", "pyxis"}
     debs = {f["path"] for f in _manifest()["files"] if f["path"].endswith(".deb") and f["path"] not in files}
-    closure = {p["serve"] + "/" for p in contents["packages"]}
-    assert len(debs) == len(contents["packages"]), (len(debs), len(contents["packages"]))
+    apt_packages = [p for p in contents["packages"] if p["filename"].endswith(".deb")]
+    closure = {p["serve"] + "/" for p in apt_packages}
+    assert len(debs) == len(apt_packages), (len(debs), len(apt_packages))
     assert all(any(d.startswith(c) for c in closure) for d in debs)
     others = {f["path"] for f in _manifest()["files"]} - debs - files
-    assert all(re.search(r"(Packages(\.gz|\.xz)?|Release(\.gpg)?|InRelease|kiln-mirror\.asc)$", o) for o in others), others
+    rpms = {f["path"] for f in _manifest()["files"] if f["path"].endswith(".rpm")}
+    assert rpms == {p["path"] for p in contents["packages"] if p["filename"].endswith(".rpm")}
+    others -= rpms
+    assert all(re.search(r"(Packages(\.gz|\.xz)?|Release(\.gpg)?|InRelease|kiln-mirror\.asc|/repodata/[^/]+)$", o)
+               for o in others), others
 
 
 @pytest.mark.parametrize("case,reason", [
