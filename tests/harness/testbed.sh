@@ -29,6 +29,17 @@ else
   log "OS packages present (podman, runc, debootstrap, iproute2)"
 fi
 
+# Every test node runs systemd, which takes about 17 inotify instances (systemd, journald, logind, ...), all
+# counted against root's fs.inotify.max_user_instances (rootful podman). The kernel's default of 128 lets
+# about seven nodes start: with the kept burnin and upgrade clusters and the airgap scenario up at once
+# (14 nodes), a node's systemd found none left and the container exited as it started. Raise it (never lower).
+inotify_want=1024
+if [[ $(cat /proc/sys/fs/inotify/max_user_instances) -lt ${inotify_want} ]]; then
+  sysctl -q -w fs.inotify.max_user_instances="${inotify_want}" \
+    || die "cannot raise fs.inotify.max_user_instances to ${inotify_want} (the test nodes' systemd needs it; run as root)"
+  log "fs.inotify.max_user_instances raised to ${inotify_want} (systemd in every test node)"
+fi
+
 mkdir -p "${KILN_CACHE}"
 nofile="$(ulimit -Hn)"
 [[ "${nofile}" == "unlimited" ]] && nofile=1048576
