@@ -2,7 +2,8 @@
 # Benchmark of the offline mirror (docs/airgap.md, docs/benchmarks.md "Offline mirror"): how big the
 # mirror is for a stack and how long building and verifying take. Not a timed test.
 #
-#   bench/mirror_build.sh [example|airgap]
+#   bench/mirror_build.sh          the Debian 12 stack below
+#   bench/mirror_build.sh el9      the EL 9 stack of tests/playbooks/mirror_el9 (dnf; the fixture's stand-ins)
 #
 # Builds, in a scratch directory, the mirror of one GPU node stack on Debian 12 (the airgap scenario's:
 # driver, CUDA, cuDNN, NCCL, toolkit, DCGM, Slurm, Enroot, Pyxis; NVIDIA's repositories and the release
@@ -58,10 +59,12 @@ EOF
 run() {
   local start end
   start=$(date +%s%N)
-  ansible-playbook -i "${work}/inv" playbooks/mirror.yml >"${work}/$1.log" 2>&1 || { tail -30 "${work}/$1.log"; exit 1; }
+  ansible-playbook "${inventory[@]}" playbooks/mirror.yml >"${work}/$1.log" 2>&1 || { tail -30 "${work}/$1.log"; exit 1; }
   end=$(date +%s%N)
   printf '%-14s %6d ms  (%s)\n' "$1" "$(((end - start) / 1000000))" "$(grep -o 'changed=[0-9]*' "${work}/$1.log" | tail -1)"
 }
+inventory=(-i "${work}/inv")
+[[ ${1:-} == el9 ]] && inventory=(-i tests/playbooks/mirror_el9 -e "kiln_mirror_output=${work}/out")
 run "cold build"
 run "warm rebuild"
 bundle=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['bundle'])" "${work}/out/bundles/latest.json")
