@@ -59,12 +59,13 @@ EOF
 run() {
   local start end
   start=$(date +%s%N)
-  ansible-playbook "${inventory[@]}" playbooks/mirror.yml >"${work}/$1.log" 2>&1 || { tail -30 "${work}/$1.log"; exit 1; }
+  ansible-playbook -i "${inventory[0]}" "${inventory[@]:1}" playbooks/mirror.yml >"${work}/$1.log" 2>&1 || { tail -30 "${work}/$1.log"; exit 1; }
   end=$(date +%s%N)
   printf '%-14s %6d ms  (%s)\n' "$1" "$(((end - start) / 1000000))" "$(grep -o 'changed=[0-9]*' "${work}/$1.log" | tail -1)"
 }
-inventory=(-i "${work}/inv")
-[[ ${1:-} == el9 ]] && inventory=(-i tests/playbooks/mirror_el9 -e "kiln_mirror_output=${work}/out")
+# the inventory, then any extra arguments
+inventory=("${work}/inv")
+[[ ${1:-} == el9 ]] && inventory=(tests/playbooks/mirror_el9 -e "kiln_mirror_output=${work}/out")
 run "cold build"
 run "warm rebuild"
 bundle=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['bundle'])" "${work}/out/bundles/latest.json")
