@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET  # nosec B405 - signed repository metadata; e
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .apt import MirrorError
+from .apt import MirrorError, pinned_key_listing
 
 _FPR = re.compile(r"[0-9A-F]{40}", re.ASCII)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
@@ -54,17 +54,7 @@ def key_listing_problem(colons: str, fingerprint: str) -> str:
 
     A key file with a second key would make dnf and rpm trust that one too, so it is refused as well.
     """
-    prim: list[str] = []
-    want = False
-    for line in colons.splitlines():
-        fields = line.split(":")
-        if fields[0] == "pub":
-            want = True
-        elif fields[0] == "fpr" and want and len(fields) > 9:
-            prim.append(fields[9].upper())
-            want = False
-        elif fields[0] == "sub":
-            want = False
+    _, prim = pinned_key_listing(colons, fingerprint)
     if prim == [fingerprint.upper()]:
         return ""
     if not prim:
