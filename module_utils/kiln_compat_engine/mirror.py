@@ -46,25 +46,31 @@ def mirror_stack_fingerprint(os_key: str, packages: Mapping[str, Sequence[str]])
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _distribution_upstream(os_key: str, site: Mapping[str, Any]) -> dict[str, Any]:
+def _distribution_pin(label: str, data: Mapping[str, Any], up: Mapping[str, Any], var: str, signs: str,
+                      example: str) -> str:
+    """The upstream entry's url and key pin (the entry's own fingerprint, else kiln's verified one), checked;
+    CompatError naming *var* (kiln_mirror_upstreams.distribution or kiln_mirror_distributions.<os>)."""
+    if not up.get("url"):
+        raise CompatError(f"kiln_mirror_plan: no upstream for the {label}. Fix: set {var}.url ({example}).")
+    fpr = up.get("fingerprint") or data.get("key_fingerprint")
+    if not fpr:
+        raise CompatError(f"kiln_mirror_plan: kiln has no verified key for the {label}. Fix: set {var}.fingerprint to "
+                          f"the full fingerprint of the key that signs {signs}, and {var}.key_url to that key.")
+    return str(fpr)
+
+
+def _distribution_upstream(os_key: str, site: Mapping[str, Any],
+                           var: str = "kiln_mirror_upstreams.distribution") -> dict[str, Any]:
     data = (mirror_data().get("distribution") or {}).get(os_key)
     if not data:
         raise CompatError(f"kiln_mirror_plan: kiln has no distribution archive data for {show(os_key)} "
                           f"(data/mirror.yml distribution); the mirror cannot be built for it.")
     up = dict(site.get("distribution") or {})
-    if not up.get("url"):
-        raise CompatError(f"kiln_mirror_plan: no upstream for the {os_key} distribution archive. Fix: set "
-                          f"kiln_mirror_upstreams.distribution.url (the archive the build machine reads, "
-                          f"e.g. your distribution mirror's URL).")
-    fpr = up.get("fingerprint") or data.get("key_fingerprint")
-    if not fpr:
-        raise CompatError(f"kiln_mirror_plan: kiln has no verified key for the {os_key} archive. Fix: set "
-                          f"kiln_mirror_upstreams.distribution.fingerprint to the full fingerprint of the key "
-                          f"that signs its InRelease, and key_url to that key.")
+    fpr = _distribution_pin(f"{os_key} distribution archive", data, up, var, "its InRelease",
+                            "the archive the build machine reads, e.g. your distribution mirror's URL")
     return {"name": "distribution", "kind": "dists", "url": up["url"].rstrip("/"),
             "suites": list(up.get("suites") or data["suites"]), "components": list(up.get("components") or data["components"]),
-            "key_url": up.get("key_url", ""), "fingerprint": fpr,
-            "fingerprint_var": "kiln_mirror_upstreams.distribution.fingerprint",
+            "key_url": up.get("key_url", ""), "fingerprint": fpr, "fingerprint_var": f"{var}.fingerprint",
             "serve": f"distribution/{os_key}", "serve_suite": data["codename"]}
 
 
@@ -85,25 +91,20 @@ def _fill(layout: str, **values: str) -> str:
     return out
 
 
-def _el_distribution_upstreams(distro: str, site: Mapping[str, Any], arch: str) -> list[dict[str, Any]]:
+def _el_distribution_upstreams(distro: str, site: Mapping[str, Any], arch: str,
+                               var: str = "kiln_mirror_upstreams.distribution") -> list[dict[str, Any]]:
     """The distribution's rpm-md repositories (BaseOS, AppStream, CRB for Rocky 9) as upstreams."""
     data = (mirror_data().get("distribution") or {}).get(distro)
     if not data or not data.get("repos"):
         raise CompatError(f"kiln_mirror_plan: kiln has no repository data for the {distro} distribution "
                           f"(data/mirror.yml distribution); the mirror cannot be built for it.")
     up = dict(site.get("distribution") or {})
-    if not up.get("url"):
-        raise CompatError(f"kiln_mirror_plan: no upstream for the {distro} repositories. Fix: set "
-                          f"kiln_mirror_upstreams.distribution.url (e.g. https://dl.rockylinux.org/pub/rocky/9 for "
-                          f"rocky-9: the repositories are read at {data['layout']}) and key_url.")
-    fpr = up.get("fingerprint") or data.get("key_fingerprint")
-    if not fpr:
-        raise CompatError(f"kiln_mirror_plan: kiln has no verified key for the {distro} repositories. Fix: set "
-                          f"kiln_mirror_upstreams.distribution.fingerprint to the full fingerprint of the key that "
-                          f"signs its packages and repomd.xml, and key_url to that key.")
+    fpr = _distribution_pin(f"{distro} repositories", data, up, var, "its packages and repomd.xml",
+                            f"e.g. https://dl.rockylinux.org/pub/rocky/9 for rocky-9: the repositories are read at "
+                            f"{data['layout']}")
     if not up.get("key_url"):
         raise CompatError(f"kiln_mirror_plan: no key for the {distro} repositories. Fix: set "
-                          f"kiln_mirror_upstreams.distribution.key_url (the key of {fpr}).")
+                          f"{var}.key_url (the key of {fpr}).")
     url = str(up["url"]).rstrip("/")
     layout = url if "{repo}" in url else data["layout"]
     out = []
@@ -114,7 +115,7 @@ def _el_distribution_upstreams(distro: str, site: Mapping[str, Any], arch: str) 
         out.append({"name": f"distribution-{repo.lower()}", "repo": repo, "kind": "rpm",
                     "url": _fill(layout, url=url, repo=repo, arch=arch, releasever=str(data["releasever"])),
                     "key_url": up["key_url"], "fingerprint": fpr,
-                    "fingerprint_var": "kiln_mirror_upstreams.distribution.fingerprint",
+                    "fingerprint_var": f"{var}.fingerprint",
                     "serve": f"distribution/{distro}/{repo}/{arch}/os"})
     return out
 
@@ -272,13 +273,14 @@ def _check_plan_stack(group: Any, st: Mapping[str, Any]) -> None:
         raise CompatError(f"kiln_mirror_plan: {where}: hosts must be a host list string")
 
 
-def _site_for(site: Mapping[str, Any], distributions: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
-    """The upstreams as one OS sees them: kiln_mirror_distributions.<key> (an OS key such as debian-12, or an EL
-    distribution such as rocky-9) replaces kiln_mirror_upstreams.distribution for that OS (a mixed site's build)."""
+def _site_for(site: Mapping[str, Any], distributions: Mapping[str, Any], *keys: str) -> tuple[Mapping[str, Any], str]:
+    """The upstreams as one OS sees them, and the variable its distribution comes from:
+    kiln_mirror_distributions.<key> (an OS key such as debian-12, or an EL distribution such as rocky-9) replaces
+    kiln_mirror_upstreams.distribution for that OS (a mixed site's build)."""
     for key in keys:
         if key in distributions:
-            return {**site, "distribution": distributions[key]}
-    return site
+            return {**site, "distribution": distributions[key]}, f"kiln_mirror_distributions.{key}"
+    return site, "kiln_mirror_upstreams.distribution"
 
 
 def _check_distributions(value: Any) -> dict[str, Any]:
@@ -354,7 +356,7 @@ def kiln_mirror_plan(plan: Mapping[str, Any], upstreams: Any = None, checksums: 
             continue
         try:
             tgt["upstreams"].setdefault("distribution",
-                                        _distribution_upstream(os_key, _site_for(site, distributions, os_key)))
+                                        _distribution_upstream(os_key, *_site_for(site, distributions, os_key)))
         except CompatError as exc:
             errors.append(str(exc))
         for name, repo in (st.get("repos") or {}).items():
@@ -396,7 +398,8 @@ def _el_target(tgt: dict[str, Any], entry: Mapping[str, Any], site: Mapping[str,
     tgt["el"] = str(osd.get("el") or "")
     if "distribution-" not in " ".join(tgt["upstreams"]):
         try:
-            for up in _el_distribution_upstreams(distro, _site_for(site, distributions, distro, os_key), arch):
+            el_site, el_var = _site_for(site, distributions, distro, os_key)
+            for up in _el_distribution_upstreams(distro, el_site, arch, el_var):
                 tgt["upstreams"][up["name"]] = up
         except CompatError as exc:
             errors.append(str(exc))

@@ -241,35 +241,21 @@ def kiln_repo(name: str, os: str | None = None, repos: Any = None, arch: str = "
     site = _check_repos(repos).get(name, {})
     if name == "torch":
         return {"url": site.get("url") or compat_data()["torch"]["index_url"]}
-    if name == "slurm":
+    if name in ("slurm", "distribution", "epel"):
+        # site repositories: nothing unless the inventory names one, then its key pin is required
         if not site.get("url"):
             return {}
         if not site.get("key_url") or not site.get("fingerprint"):
-            raise CompatError("kiln: kiln_repos.slurm has a url but no key_url and fingerprint. Fix: give the "
-                                     "repository's signing key URL and its full fingerprint.")
-        return {"name": "slurm", "url": site["url"], "key_url": site["key_url"], "fingerprint": site["fingerprint"],
-                "fingerprint_var": "kiln_repos.slurm.fingerprint"}
-    if name == "distribution":
-        if not site.get("url"):
-            return {}
-        if not site.get("key_url") or not site.get("fingerprint"):
-            raise CompatError("kiln: kiln_repos.distribution has a url but no key_url and fingerprint. Fix: give the "
-                              "mirror's signing key URL and its full fingerprint (docs/airgap.md).")
-        out: dict[str, Any] = {"name": "distribution", "url": site["url"], "key_url": site["key_url"], "fingerprint": site["fingerprint"],
-                               "fingerprint_var": "kiln_repos.distribution.fingerprint"}
-        if site.get("repos"):  # an EL (dnf) mirror: its rpm-md repositories, <url>/<repo>/$basearch/os
+            raise CompatError(f"kiln: kiln_repos.{name} has a url but no key_url and fingerprint. Fix: give the "
+                              f"{'repository' if name == 'slurm' else 'mirror'}'s signing key URL and its full "
+                              f"fingerprint{'' if name == 'slurm' else ' (docs/airgap.md)'}.")
+        out: dict[str, Any] = {"name": name, "url": site["url"], "key_url": site["key_url"],
+                               "fingerprint": site["fingerprint"], "fingerprint_var": f"kiln_repos.{name}.fingerprint"}
+        if name == "distribution" and site.get("repos"):  # an EL (dnf) mirror: <url>/<repo>/$basearch/os
             out["repos"] = list(site["repos"])
-        else:
+        elif name == "distribution":
             out.update(suites=list(site.get("suites") or []), components=list(site.get("components") or ["main"]))
         return out
-    if name == "epel":
-        if not site.get("url"):
-            return {}
-        if not site.get("key_url") or not site.get("fingerprint"):
-            raise CompatError("kiln: kiln_repos.epel has a url but no key_url and fingerprint. Fix: give the "
-                              "mirror's signing key URL and its full fingerprint (docs/airgap.md).")
-        return {"name": "epel", "url": site["url"], "key_url": site["key_url"], "fingerprint": site["fingerprint"],
-                "fingerprint_var": "kiln_repos.epel.fingerprint"}
     if name == "doca":
         raise CompatError("kiln_repo: the DOCA repository depends on the stack's DOCA version: use kiln_doca_repo(stack)")
     if name == "docker":

@@ -246,11 +246,17 @@ def test_per_os_distribution_upstreams_replace_the_shared_one() -> None:
     site = {"distribution": {"url": "http://deb.example/debian", "key_url": "file:///k.gpg"}}
     per_os = {"rocky-9": {"url": "http://rocky.example/{repo}/x86_64", "key_url": "file:///r.asc",
                           "fingerprint": "A" * 40, "repos": ["base"]}}
-    deb = m._distribution_upstream("debian-12", m._site_for(site, m._check_distributions(per_os), "debian-12"))
+    deb = m._distribution_upstream("debian-12", *m._site_for(site, m._check_distributions(per_os), "debian-12"))
     assert deb["url"] == "http://deb.example/debian"
-    el = m._el_distribution_upstreams("rocky-9", m._site_for(site, m._check_distributions(per_os), "rocky-9"), "x86_64")
+    assert deb["fingerprint_var"] == "kiln_mirror_upstreams.distribution.fingerprint"
+    el_site, el_var = m._site_for(site, m._check_distributions(per_os), "rocky-9")
+    el = m._el_distribution_upstreams("rocky-9", el_site, "x86_64", el_var)
     assert [u["url"] for u in el] == ["http://rocky.example/base/x86_64"] and el[0]["fingerprint"] == "A" * 40
-    assert m._site_for(site, {}, "rocky-9") is site
+    # an error or a pin names the variable the entry came from
+    assert el[0]["fingerprint_var"] == "kiln_mirror_distributions.rocky-9.fingerprint"
+    with pytest.raises(m.CompatError, match=r"Fix: set kiln_mirror_distributions\.rocky-9\.url"):
+        m._el_distribution_upstreams("rocky-9", {"distribution": {}}, "x86_64", "kiln_mirror_distributions.rocky-9")
+    assert m._site_for(site, {}, "rocky-9") == (site, "kiln_mirror_upstreams.distribution")
     bad = copy.deepcopy(per_os)
     bad["centos-7"] = bad.pop("rocky-9")
     with pytest.raises(m.CompatError, match=r"kiln_mirror_distributions has 'centos-7', not an OS of data/mirror.yml"):
