@@ -90,7 +90,10 @@ options:
       Omitted, no actions are planned.
     type: dict
   state_dir:
-    description: Per-node history directory; with O(write=true) each judged node gets one record appended.
+    description:
+      - Per-node history directory; with O(write=true) each judged node gets one record appended.
+      - Read in every phase for each node's NVLink counter baseline (the snapshot of its last run that passed
+        C(nvlink.errors)); without it every node records a first baseline.
     type: path
   versions:
     description: Per-node version fingerprint (history records).
@@ -168,7 +171,7 @@ written:
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln.burnin.assemble import assemble, report
+from ansible.module_utils.kiln.burnin.assemble import assemble, nvlink_history, report
 from ansible.module_utils.kiln.burnin.iperf import iperf_reference
 from ansible.module_utils.kiln.health.rules import load_health
 from ansible.module_utils.kiln.verdict import KilnConfigError, load_floors
@@ -215,7 +218,9 @@ def main() -> None:
                              results_dir=params["results_dir"] if write else None, pairs=params["pairs"],
                              baseline_band=params["baseline_band"], expected=params["expected"],
                              health=load_health(params["health_path"]), final=params["write"],
-                             fabric_path=params["fabric_path"], allow_mixed=params["allow_mixed_versions"])
+                             fabric_path=params["fabric_path"], allow_mixed=params["allow_mixed_versions"],
+                             nvlink_previous=nvlink_history(params["state_dir"],
+                                                            sorted(set(params["nodes"]) | set(params["expected"]))))
         result = report(params["run_id"], params["mode"], assembled, params["results_dir"],
                         params["fingerprint"], write=write, actions=params["actions"],
                         state_dir=params["state_dir"], node_versions=params["versions"], **params["extra"])

@@ -15,11 +15,17 @@ description:
     and maps PCI IDs to models through O(pci_models) (the compatibility data).
   - When C(nvidia-smi) is installed and the driver answers, adds driver and CUDA versions and, per GPU,
     UUID, serial, VBIOS, PCIe generation and width (current and max), ECC and remapped-row counters,
-    persistence mode, active clock event (throttle) reasons, temperature and power,
-    from C(nvidia-smi -q -x), and NVLink link states from C(nvidia-smi nvlink -s).
+    persistence mode, NVLink fabric registration (state, status, clique, cluster UUID, health summary),
+    active clock event (throttle) reasons, temperature and power, from C(nvidia-smi -q -x), NVLink link
+    states from C(nvidia-smi nvlink -s) and, where a GPU has NVLinks, the NVLink error counters (replay,
+    recovery, CRC) from C(nvidia-smi nvlink -e).
+  - Reports whether the C(nvidia-fabricmanager) service (NVSwitch systems) is installed and what
+    C(systemctl is-active) says of it.
   - Reads InfiniBand/RoCE HCAs and their ports (state, rate, link layer) from C(/sys/class/infiniband).
   - Returns empty lists, not errors, where nothing is found. A driver that is installed but not loaded
     (C(nvidia-smi) exit code 9) gives RV(ansible_facts.kiln_gpu.driver_loaded=false), not a failure.
+  - A C(nvidia-smi nvlink -e) or C(systemctl) that fails is listed in RV(ansible_facts.kiln_gpu.problems)
+    and leaves its values null (not read); it never fails the module.
   - Reads only; never changes the host.
 version_added: "0.1.0"
 author:
@@ -53,7 +59,12 @@ attributes:
   facts:
     support: full
 notes:
-  - C(nvidia-smi -q -x) does not report NVLink link states; they come from C(nvidia-smi nvlink -s).
+  - C(nvidia-smi -q -x) does not report NVLink link states or error counters; they come from
+    C(nvidia-smi nvlink -s) and C(nvidia-smi nvlink -e). The error counters are read only when
+    C(nvlink -s) shows at least one NVLink.
+  - The Fabric Manager unit counts as installed when C(nvidia-fabricmanager.service) is in one of the
+    systemd unit directories (C(/etc/systemd/system), C(/run/systemd/system), C(/usr/local/lib/systemd/system),
+    C(/usr/lib/systemd/system), C(/lib/systemd/system)); C(systemctl is-active) is asked only then.
   - Clock event reasons are read from C(clocks_event_reasons) (driver 535 and later) or
     C(clocks_throttle_reasons) (older drivers); the field used is reported per GPU.
 """
@@ -100,7 +111,11 @@ ansible_facts:
               aggregate_dram_uncorrectable), memory_repair (row_remap, page_retirement or null),
               remapped_rows (supported, correctable, uncorrectable, pending, failure),
               retired_pages (single_bit, double_bit, pending), nvlink (links, active, inactive),
-              fabric (state, status), clock_event_reasons_active, clock_event_reasons_field,
+              nvlink_errors (per link number, as a string, the counters of C(nvidia-smi nvlink -e) -
+              replay, recovery and crc, plus any other counter the driver prints under its
+              lower-case name, e.g. link_recovery_failed_events; null when not read),
+              fabric (state, status, clique_id, cluster_uuid, health_summary; null values when N/A),
+              clock_event_reasons_active, clock_event_reasons_field,
               performance_state, temperature_c, power_draw_w, power_limit_w, memory_total_mib, mig_mode.
           type: list
           elements: dict
@@ -110,6 +125,9 @@ ansible_facts:
               model: H100-SXM5-80GB
               pci_device_id: "10de:2330"
               nvlink: {links: 18, active: 18, inactive: 0}
+              nvlink_errors: {"0": {replay: 0, recovery: 0, crc: 0}}
+              persistence_mode: true
+              fabric: {state: Completed, status: Success, clique_id: 0, cluster_uuid: null, health_summary: null}
         gpu_count:
           description: Number of entries in RV(ansible_facts.kiln_gpu.gpus).
           type: int
@@ -180,6 +198,18 @@ ansible_facts:
           description: Why nvidia-smi gave no data (not installed, driver not loaded, no devices); null when it did.
           type: str
           sample: null
+        fabric_manager:
+          description:
+            - The C(nvidia-fabricmanager) service. C(present) - its unit file is installed; C(active) - what
+              C(systemctl is-active) printed (active, inactive, failed, activating, ...), null when it was not
+              asked (unit not installed) or could not answer (no systemd, no systemctl; see problems).
+          type: dict
+          sample: {present: true, active: active}
+        problems:
+          description: Reads that failed without failing the module (C(nvidia-smi nvlink -e), C(systemctl)).
+          type: list
+          elements: str
+          sample: []
 """
 
 import os
@@ -187,6 +217,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kiln.facts.hardware import (
     parse_nvidia_smi_xml,
+    parse_nvlink_errors,
     parse_nvlink_status,
     scan_infiniband_sysfs,
     scan_pci_sysfs,
@@ -197,16 +228,59 @@ from ansible.module_utils.kiln.facts.hardware import (
 RC_NO_DEVICES = 6
 RC_DRIVER_NOT_LOADED = 9
 DRIVER_MESSAGES = ("couldn't communicate with the nvidia driver", "driver/library version mismatch")
+FABRIC_MANAGER_UNIT = "nvidia-fabricmanager.service"
+UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+             "/usr/lib/systemd/system", "/lib/systemd/system")
+#: What `systemctl is-active` prints (systemd's unit active states).
+ACTIVE_STATES = ("active", "reloading", "inactive", "failed", "activating", "deactivating", "maintenance",
+                 "refreshing", "unknown")
 
 
-def query_smi(module, smi_path):
-    """Run nvidia-smi. Returns (smi dict or None, nvlink dict or None, driver_loaded, error)."""
+def query_nvlink_errors(module, smi_path, problems):
+    """``nvidia-smi nvlink -e`` parsed, or None (recorded in *problems*) when it fails."""
+    try:
+        rc, out, err = module.run_command([smi_path, "nvlink", "-e"])
+    except OSError as exc:  # run_command raises only with handle_exceptions=False; be safe anyway
+        problems.append(f"nvidia-smi nvlink -e could not run: {exc}")
+        return None
+    if rc != 0:
+        problems.append(f"nvidia-smi nvlink -e exited {rc}: {(err or out or '').strip()[:200]}")
+        return None
+    return parse_nvlink_errors(out)
+
+
+def fabric_manager(module, problems):
+    """``{present, active}`` of nvidia-fabricmanager; systemctl is asked only when the unit is installed."""
+    present = any(os.path.exists(os.path.join(d, FABRIC_MANAGER_UNIT)) for d in UNIT_DIRS)
+    if not present:
+        return {"present": False, "active": None}
+    systemctl = module.get_bin_path("systemctl", required=False)
+    if not systemctl:
+        problems.append(f"{FABRIC_MANAGER_UNIT} is installed but systemctl is not on PATH: state unknown")
+        return {"present": True, "active": None}
+    try:
+        rc, out, err = module.run_command([systemctl, "is-active", FABRIC_MANAGER_UNIT])
+    except OSError as exc:
+        problems.append(f"systemctl is-active {FABRIC_MANAGER_UNIT} could not run: {exc}")
+        return {"present": True, "active": None}
+    word = (out or "").strip().splitlines()[0].strip() if (out or "").strip() else ""
+    if word in ACTIVE_STATES:
+        return {"present": True, "active": word}
+    problems.append(f"systemctl is-active {FABRIC_MANAGER_UNIT} exited {rc} without a state: "
+                    f"{(err or out or '').strip()[:200]}")
+    return {"present": True, "active": None}
+
+
+def query_smi(module, smi_path, problems=None):
+    """Run nvidia-smi. Returns (smi dict or None, nvlink dict or None, driver_loaded, error, nvlink errors or None)."""
+    problems = [] if problems is None else problems
     rc, out, err = module.run_command([smi_path, "-q", "-x"])
     text = f"{out}\n{err}".lower()
     if rc == RC_DRIVER_NOT_LOADED or any(msg in text for msg in DRIVER_MESSAGES):
-        return None, None, False, f"driver not loaded (nvidia-smi rc={rc}): {(out or err).strip()[:200]}"
+        return None, None, False, f"driver not loaded (nvidia-smi rc={rc}): {(out or err).strip()[:200]}", None
     if rc == RC_NO_DEVICES or "no devices were found" in text:
-        return {"driver_version": None, "cuda_version": None, "gpus": []}, None, True, "nvidia-smi: no devices were found"
+        return ({"driver_version": None, "cuda_version": None, "gpus": []}, None, True,
+                "nvidia-smi: no devices were found", None)
     if rc != 0:
         module.fail_json(msg=f"nvidia-smi -q -x failed with rc={rc}", rc=rc, stdout=out, stderr=err)
     try:
@@ -217,7 +291,10 @@ def query_smi(module, smi_path):
     nv_rc, nv_out, _nv_err = module.run_command([smi_path, "nvlink", "-s"])
     if nv_rc == 0:
         nvlink = parse_nvlink_status(nv_out)
-    return smi, nvlink, True, None
+    errors = None  # not read: no NVLink, or `nvlink -s` did not answer
+    if nvlink and any(entry.get("links") for entry in nvlink.values()):
+        errors = query_nvlink_errors(module, smi_path, problems)
+    return smi, nvlink, True, None, errors
 
 
 def main():
@@ -234,21 +311,24 @@ def main():
     pci = scan_pci_sysfs(params["sysfs_root"])
     hcas = scan_infiniband_sysfs(params["sysfs_root"])
 
-    smi = nvlink = None
+    smi = nvlink = errors = None
     driver_loaded = False
     error = None
+    problems = []
     if params["query_smi"]:
         smi_path = params["nvidia_smi"] or module.get_bin_path("nvidia-smi", required=False)
         if smi_path and os.path.isfile(smi_path) and os.access(smi_path, os.X_OK):
-            smi, nvlink, driver_loaded, error = query_smi(module, smi_path)
+            smi, nvlink, driver_loaded, error, errors = query_smi(module, smi_path, problems)
         else:
             error = "nvidia-smi not found"
     else:
         error = "nvidia-smi not queried (query_smi=false)"
 
     facts = summarize(pci, smi=smi, hcas=hcas, pci_models=params["pci_models"],
-                      nvlink=nvlink, driver_loaded=driver_loaded)
+                      nvlink=nvlink, driver_loaded=driver_loaded, nvlink_errors=errors,
+                      fabric_manager=fabric_manager(module, problems))
     facts["smi_error"] = error
+    facts["problems"] = problems
     module.exit_json(changed=False, ansible_facts={"kiln_gpu": facts})
 
 

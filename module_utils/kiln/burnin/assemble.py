@@ -20,9 +20,10 @@ from . import report as kiln_report
 from .. import verdict as kiln_verdict
 from .checks import (
     DCGM_LEVELS, FAIL, INCOMPLETE, PAIR_CHECK, PASS, SKIP, WARN, check, dcgm_diag_check, enforce_checks,
-    expected_gpu_count, failed_before_pairs, health_checks, nccl_check, node_sku, passive_checks,
+    expected_gpu_count, failed_before_pairs, gpu_state_checks, health_checks, nccl_check, node_sku, passive_checks,
     relative_single_node, required_checks, tools_check,
 )
+from ..health import gpu_state as kiln_gpu_state
 from .evidence import node_evidence
 from .pair_phase import pair_checks, state_band
 from . import fabric_checks as kiln_burnin_fabric_checks
@@ -34,6 +35,7 @@ from ..slurm.sinfo import parse_sinfo
 #: Fabric checks a node's PASS needs when RDMA ports are expected of it (docs/burnin.md).
 FABRIC_REQUIRED = ("fabric.facts", "fabric.ports", "fabric.rate", "fabric.counters")
 RDMA_CHECK = "rdma.write_bw"
+NVLINK_CHECK = kiln_gpu_state.CHECK_NVLINK_ERRORS
 
 
 def _write(results_dir: str, relpath: str, text: str) -> str:
@@ -99,7 +101,8 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
              mode: str, floors: Mapping[str, Any], overrides: Mapping[str, Any], baseline_band: float,
              health: Mapping[str, Any], fabric_path: str, allow_mixed: bool,
              results_dir: Optional[str] = None, fabric_name: str = "tcp", pairs: Optional[Mapping[str, Any]] = None,
-             expected: Optional[Sequence[str]] = None, final: bool = True) -> Dict[str, Any]:
+             expected: Optional[Sequence[str]] = None, final: bool = True,
+             nvlink_previous: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Per-node checks and fabric checks from the raw data the playbook collected.
 
     *nodes*: ``{name: {kiln_gpu, gpu_present, expected_gpus, history_gpus, engine, kernel_log, xid_log,
@@ -118,9 +121,14 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
     driver/NCCL/DOCA that differs from the other nodes of the run unless *allow_mixed*. A fabric
     check spanning nodes with different driver/NCCL/DOCA versions is never PASS (INCOMPLETE: a
     result across mixed versions proves neither) unless *allow_mixed* (a rolling upgrade).
+    *nvlink_previous*: per node, its NVLink counter baseline (:func:`nvlink_baseline` of its history:
+    ``{run_id, counters}``); a node without one records its first baseline (nvlink.errors PASS). Each
+    node's record gets ``nvlink: {counters, baseline_run}`` (the snapshot read now), which
+    :func:`history_records` keeps as the next baseline only from a run that passed nvlink.errors.
     Raw outputs are written under *results_dir* when given (artifacts).
     """
     pairs = dict(pairs or {})
+    nvlink_previous = nvlink_previous if isinstance(nvlink_previous, Mapping) else {}
     pair_results = list(pairs.get("results") or [])
     pair_outcomes: Dict[str, Any] = {}
     if pair_results or pairs.get("participants"):
@@ -160,6 +168,9 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
         checks += passive_checks(ev.kiln_gpu, want_gpus, ev.xid_log, ev.kernel_log)
         if gpu_node:
             checks += health_checks(ev.kiln_gpu, health)
+        base = nvlink_previous.get(name) if isinstance(nvlink_previous.get(name), Mapping) else {}
+        state_checks, nvlink_now = gpu_state_checks(ev.kiln_gpu, health, base.get("counters"), want_gpus)
+        checks += state_checks
         if ev.collected("dcgm"):
             artifact = None
             if results_dir and (ev.dcgm or {}).get("stdout"):
@@ -207,6 +218,8 @@ def assemble(nodes: Mapping[str, Mapping[str, Any]], fabric: Sequence[Mapping[st
                                    level, swap_target=name in (pairs.get("targets") or []) or mode != "swap")
         checks = enforce_checks(checks, (required + fabric_required) if final else [], mode)
         out_nodes[name] = {"checks": checks, **kiln_verdict.aggregate_node(checks)}
+        if nvlink_now:
+            out_nodes[name]["nvlink"] = {"counters": nvlink_now, "baseline_run": base.get("run_id")}
         if fabric_entry is not None:
             out_nodes[name]["fabric"] = fabric_entry
         if ev.sku or gpu_node:
@@ -420,10 +433,56 @@ def history_records(summary: Mapping[str, Any], versions: Mapping[str, Any], fin
         fabric = record.get("fabric") if isinstance(record.get("fabric"), Mapping) else None
         if fabric is not None:
             out[node]["fabric"] = fabric_record(record, fabric)
+        nvlink = record.get("nvlink") if isinstance(record.get("nvlink"), Mapping) else None
+        if nvlink is not None:
+            out[node]["nvlink"] = nvlink_record(record, nvlink)
         count = next((c for c in record.get("checks") or [] if c.get("id") == "gpu.count"), None)
         if count and count.get("status") == PASS and kiln_verdict.is_finite(count.get("value")):
             out[node]["gpus"] = int(count["value"])
     return out
+
+
+def nvlink_record(record: Mapping[str, Any], nvlink: Mapping[str, Any]) -> Dict[str, Any]:
+    """A node's history ``nvlink`` entry: the NVLink counter snapshot read by this run (``counters``),
+    the next run's baseline, only from a run that passed for the node (PASS/WARN) with nvlink.errors
+    PASS. A FAIL or INCOMPLETE run, or counters that grew to a WARN, keep the old baseline
+    (``baseline_kept``: why), so growth keeps showing until the counters are reset or it is dealt with."""
+    status = next((c.get("status") for c in record.get("checks") or []
+                   if isinstance(c, Mapping) and c.get("id") == NVLINK_CHECK), None)
+    if record.get("status") not in kiln_baseline.PASSING:
+        return {"baseline_kept": f"node {record.get('status')}: a FAIL or INCOMPLETE run never writes an NVLink "
+                                 "counter baseline"}
+    if status != PASS:
+        return {"baseline_kept": f"{NVLINK_CHECK} {status or 'not judged'}: the baseline stays where it was"}
+    counters = nvlink.get("counters")
+    if not kiln_gpu_state.nvlink_snapshot_ok(counters) or not counters:
+        return {"baseline_kept": "no NVLink counter snapshot in this run"}
+    return {"counters": dict(counters)}
+
+
+def nvlink_baseline(records: Any) -> Dict[str, Any]:
+    """The NVLink counter baseline in a node's history (kiln_baseline records, oldest first):
+    ``{counters, run_id, note}`` of the newest passing record whose ``nvlink.counters`` is a
+    well-formed snapshot; counters None when there is none (the run records the first). Never raises."""
+    if not isinstance(records, (list, tuple)):
+        return {"counters": None, "run_id": None, "note": "no history"}
+    for record in reversed(records):
+        nvlink = record.get("nvlink") if isinstance(record, Mapping) else None
+        if not isinstance(nvlink, Mapping) or "counters" not in nvlink:
+            continue
+        if record.get("status") not in kiln_baseline.PASSING:
+            continue  # a failing run's snapshot is never the next baseline
+        if not kiln_gpu_state.nvlink_snapshot_ok(nvlink["counters"]) or not nvlink["counters"]:
+            continue
+        return {"counters": dict(nvlink["counters"]), "run_id": str(record.get("run_id") or "?")[:60], "note": None}
+    return {"counters": None, "run_id": None, "note": "no NVLink counter baseline in the history"}
+
+
+def nvlink_history(state_dir: Optional[str], nodes: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+    """Per node, :func:`nvlink_baseline` of its history under *state_dir* (``{}`` without one). Never raises."""
+    if not state_dir:
+        return {}
+    return {str(node): nvlink_baseline(kiln_baseline.load(state_dir, str(node))) for node in nodes}
 
 
 def fabric_record(record: Mapping[str, Any], fabric: Mapping[str, Any]) -> Dict[str, Any]:

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 """Burn-in per-node checks: passive checks from GPU facts and the kernel log, the tools
-preflight, memory health and DCGM diag, all-reduce verdicts, and the invariant that a
+preflight, memory health, GPU state (persistence mode, Fabric Manager and fabric registration,
+NVLink error growth) and DCGM diag, all-reduce verdicts, and the invariant that a
 node's PASS has every check its mode requires (docs/burnin.md, "What PASS means").
 
 Standard library only; importable as ``kiln.burnin.checks`` and as
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import re
 import statistics
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..health import dcgm as kiln_health_dcgm
+from ..health import gpu_state as kiln_gpu_state
 from ..health import memory as kiln_health_memory
 from ..health import kernel_log as kiln_kernel_log
 from ..nccl import parse as kiln_nccl
@@ -216,6 +218,31 @@ def health_checks(gpu: Optional[Mapping[str, Any]], health: Mapping[str, Any]) -
     gpu = gpu or {}
     smi = bool(gpu.get("driver_loaded")) and gpu.get("source") == "nvidia-smi"
     return kiln_health_memory.memory_checks(gpu, health, smi)
+
+
+GPU_STATE_CHECKS = (kiln_gpu_state.CHECK_PERSISTENCE, kiln_gpu_state.CHECK_FABRIC, kiln_gpu_state.CHECK_NVLINK_ERRORS)
+
+
+def gpu_state_checks(gpu: Optional[Mapping[str, Any]], health: Mapping[str, Any], previous: Any = None,
+                     expected_gpus: Optional[int] = None) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+    """``gpu.persistence_mode``, ``gpu.fabric`` and ``nvlink.errors`` (kiln.health.gpu_state: the judges
+    kiln-health calls too) and the NVLink counter snapshot read now. *previous*: the snapshot of the
+    node's last passing burn-in (its history record's ``nvlink.counters``); None: first run, the
+    baseline is recorded. A node that should have GPUs (*expected_gpus*) and shows none on PCI gets
+    the three INCOMPLETE, never SKIP (as passive_checks)."""
+    gpu = gpu or {}
+    try:
+        pci_count = max(int(gpu.get("pci_gpu_count") or 0), 0)
+    except (TypeError, ValueError):
+        pci_count = 0
+    if pci_count == 0 and expected_gpus:
+        why = f"no GPU to check: {expected_gpus} expected, 0 on PCI"
+        return [check(cid, INCOMPLETE, why) for cid in GPU_STATE_CHECKS], {}
+    smi = bool(gpu.get("driver_loaded")) and gpu.get("source") == "nvidia-smi"
+    checks = [kiln_gpu_state.persistence_check(gpu, health, smi), kiln_gpu_state.fabric_check(gpu, health, smi)]
+    nvlink, snapshot = kiln_gpu_state.nvlink_errors_check(gpu, previous, health, smi)
+    checks.append(nvlink)
+    return checks, snapshot
 
 
 def dcgm_diag_check(level: int, result: Optional[Mapping[str, Any]], gpu_node: bool, mode: str,

@@ -19,8 +19,18 @@ Formats handled by ``parse_nvidia_smi_xml`` (see tests/fixtures/nvidia-smi):
   ``average_power_draw``), ``sram_uncorrectable_parity``/``_secded`` (555+),
   ``fabric`` state on NVSwitch systems.
 
-``nvidia-smi -q -x`` does not carry NVLink link states; those come from
-``nvidia-smi nvlink -s`` (``parse_nvlink_status``) and are merged by ``summarize``.
+``nvidia-smi -q -x`` does not carry NVLink link states or error counters; those come from
+``nvidia-smi nvlink -s`` and ``nvidia-smi nvlink -e`` (``parse_nvlink_status`` and
+``parse_nvlink_errors`` of ``kiln.facts.nvlink``, importable from here too) and are merged by
+``summarize``.
+
+Per GPU, ``persistence_mode`` is True/False (None when not reported) and ``fabric`` is the
+GPU's NVLink fabric registration (NVML ``nvmlGpuFabricInfo``, Hopper and later, NVSwitch
+systems): ``{state, status, clique_id, cluster_uuid, health_summary}`` from ``<fabric>``
+(``state``: Not Started / In Progress / Completed; ``status``: Success or an NVML error text;
+``clique_id`` an int). Each is None when N/A (PCIe cards, Ampere, drivers before the fabric
+API) through the same N/A list as every other value, so a state "Not Supported" or a status
+"Unknown Error" also reads as None: a judge sees "not reported", never a pass.
 
 ECC counts (``ecc``), per scope (``volatile`` since the last driver load, ``aggregate``
 over the GPU's life):
@@ -47,6 +57,8 @@ import xml.etree.ElementTree as ET
 from typing import Any, Iterable, Mapping, Optional
 
 from .fabric import read_sysfs as _read_fabric_sysfs
+# Re-exported: library/kiln_gpu_facts.py and the tests import the NVLink parsers from here.
+from .nvlink import NVLINK_COUNTERS, parse_nvlink_errors, parse_nvlink_status  # noqa: F401
 
 NVIDIA_VENDOR = "10de"
 # PCI base class + subclass (upper 16 bits of the 24-bit class code).
@@ -58,7 +70,7 @@ GPU_KEYS: tuple[str, ...] = (
     "index", "minor_number", "name", "model", "architecture", "uuid", "serial", "vbios",
     "pci_bus_id", "pci_device_id", "pci_subsystem_id", "numa_node",
     "pcie", "persistence_mode", "ecc_mode", "ecc", "remapped_rows", "retired_pages",
-    "nvlink", "fabric", "clock_event_reasons_active", "clock_event_reasons_field",
+    "nvlink", "nvlink_errors", "fabric", "clock_event_reasons_active", "clock_event_reasons_field",
     "performance_state", "temperature_c", "power_draw_w", "power_limit_w",
     "memory_total_mib", "mig_mode", "memory_repair",
 )
@@ -257,6 +269,19 @@ def _power(gpu: ET.Element) -> tuple[Optional[float], Optional[float]]:
     return draw, limit
 
 
+def _fabric(gpu: ET.Element) -> dict[str, Any]:
+    """``<fabric>``: registration state and status, clique, cluster UUID and health summary (580+)."""
+    node = gpu.find("fabric")
+    clique = _text(node, "cliqueId")
+    return {
+        "state": _text(node, "state"),
+        "status": _text(node, "status"),
+        "clique_id": int(clique) if clique is not None and re.fullmatch(r"\d{1,10}", clique) else None,
+        "cluster_uuid": _text(node, "clusterUuid"),
+        "health_summary": _text(node, "health/summary"),
+    }
+
+
 def _parse_gpu(gpu: ET.Element, position: int) -> dict[str, Any]:
     entry = _blank_gpu()
     minor = _int(_text(gpu, "minor_number"))
@@ -283,7 +308,7 @@ def _parse_gpu(gpu: ET.Element, position: int) -> dict[str, Any]:
     entry["ecc"] = _ecc(gpu)
     entry["remapped_rows"] = _remapped_rows(gpu)
     entry["retired_pages"] = _retired_pages(gpu)
-    entry["fabric"] = {"state": _text(gpu, "fabric/state"), "status": _text(gpu, "fabric/status")}
+    entry["fabric"] = _fabric(gpu)
     reasons, field = _clock_reasons(gpu)
     entry["clock_event_reasons_active"] = reasons
     entry["clock_event_reasons_field"] = field
@@ -318,41 +343,6 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any]:
         "attached_gpus": _int(_text(root, "attached_gpus")),
         "gpus": gpus,
     }
-
-
-# --------------------------------------------------------------------------- nvidia-smi nvlink -s
-_NVL_GPU_RE = re.compile(r"^GPU\s+(\d+):\s*(.*?)(?:\s+\(UUID:\s*([^)]+)\))?\s*$")
-_NVL_LINK_RE = re.compile(r"^Link\s+(\d+):\s*(.*)$")
-
-
-def parse_nvlink_status(text: Optional[str]) -> dict[int, dict[str, Any]]:
-    """Parse ``nvidia-smi nvlink -s``: ``{gpu_index: {links, active, inactive, uuid, speeds_gbps}}``.
-
-    A link with a bandwidth figure is active; ``<inactive>`` or anything else is
-    inactive. A GPU whose block has no ``Link`` lines (PCIe cards, or "all links
-    are inActive" messages) reports zero links.
-    """
-    result: dict[int, dict[str, Any]] = {}
-    current: Optional[dict[str, Any]] = None
-    for raw in (text or "").splitlines():
-        line = raw.strip()
-        gpu_match = _NVL_GPU_RE.match(line)
-        if gpu_match:
-            index = int(gpu_match.group(1))
-            current = result.setdefault(index, {"links": 0, "active": 0, "inactive": 0,
-                                                "uuid": gpu_match.group(3), "speeds_gbps": []})
-            continue
-        link_match = _NVL_LINK_RE.match(line)
-        if link_match and current is not None:
-            state = link_match.group(2).strip()
-            current["links"] += 1
-            speed = _number(state) if "gb/s" in state.lower() else None
-            if speed is not None and speed > 0:
-                current["active"] += 1
-                current["speeds_gbps"].append(speed)
-            else:
-                current["inactive"] += 1
-    return result
 
 
 # --------------------------------------------------------------------------- sysfs
@@ -481,8 +471,17 @@ def summarize(pci_devices: list[dict[str, Any]],
               hcas: Optional[list[dict[str, Any]]] = None,
               pci_models: Optional[Mapping[str, Any]] = None,
               nvlink: Optional[Mapping[int, dict[str, Any]]] = None,
-              driver_loaded: bool = False) -> dict[str, Any]:
-    """Combine sysfs, nvidia-smi and NVLink data into the ``kiln_gpu`` fact."""
+              driver_loaded: bool = False,
+              nvlink_errors: Optional[Mapping[int, Mapping[int, Mapping[str, Optional[int]]]]] = None,
+              fabric_manager: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """Combine sysfs, nvidia-smi and NVLink data into the ``kiln_gpu`` fact.
+
+    *nvlink_errors* (``parse_nvlink_errors``): each GPU's ``nvlink_errors`` becomes
+    ``{"<link>": {counter: value}}`` (link numbers as strings, as JSON keeps them; ``{}`` for a
+    GPU the output did not list); without it every GPU's ``nvlink_errors`` stays None (not read).
+    *fabric_manager*: ``{present, active}`` of the ``nvidia-fabricmanager`` service, copied to
+    the fact's ``fabric_manager`` (None: not asked).
+    """
     models_map = {str(k).lower(): v for k, v in (pci_models or {}).items()}
     pci_gpus = [d for d in pci_devices if d.get("kind") == "gpu"]
     nvswitches = [d for d in pci_devices if d.get("kind") == "nvswitch"]
@@ -523,6 +522,10 @@ def summarize(pci_devices: list[dict[str, Any]],
                 unknown.append(gpu["pci_device_id"])
         if nvlink is not None:
             gpu["nvlink"] = _nvlink_for(gpu, nvlink)
+        if nvlink_errors is not None:
+            gpu["nvlink_errors"] = _nvlink_errors_for(gpu, nvlink_errors)
+        else:
+            gpu.setdefault("nvlink_errors", None)
         gpu["memory_repair"] = memory_repair(gpu.get("architecture"), gpu.get("remapped_rows"),
                                              gpu.get("retired_pages"))
 
@@ -546,6 +549,7 @@ def summarize(pci_devices: list[dict[str, Any]],
         "hcas": hca_list,
         "hca_count": len(hca_list),
         "source": source,
+        "fabric_manager": dict(fabric_manager) if isinstance(fabric_manager, Mapping) else None,
     }
 
 
@@ -558,6 +562,15 @@ def _nvlink_for(gpu: Mapping[str, Any], nvlink: Mapping[int, dict[str, Any]]) ->
     if match is None:
         return {"links": 0, "active": 0, "inactive": 0}
     return {"links": match["links"], "active": match["active"], "inactive": match["inactive"]}
+
+
+def _nvlink_errors_for(gpu: Mapping[str, Any], errors: Mapping[int, Mapping[int, Mapping[str, Optional[int]]]]
+                       ) -> dict[str, dict[str, Optional[int]]]:
+    """The GPU's counters from ``parse_nvlink_errors`` (matched by nvidia-smi index), link keys as strings."""
+    links = errors.get(gpu.get("index"))  # type: ignore[arg-type]
+    if not isinstance(links, Mapping):
+        return {}
+    return {str(link): dict(counters) for link, counters in links.items() if isinstance(counters, Mapping)}
 
 
 def _distinct(values: Iterable[Optional[str]]) -> list[str]:

@@ -23,6 +23,10 @@ output parsed by ``kiln_dcgm_diag.parse_dcgm_diag``):
     pages (double-bit, single-bit) than ``max``.
 ``dcgm.diag.r<level>``
     One ``dcgmi diag -r <level>`` run, parsed by ``kiln_dcgm_diag.parse_dcgm_diag``.
+``gpu.persistence_mode``, ``gpu.fabric``, ``nvlink.errors``
+    Persistence mode, Fabric Manager and GPU fabric registration (NVSwitch boards) and NVLink
+    error-counter growth, judged by ``kiln.health.gpu_state`` with the ``gpu_state`` and
+    ``nvlink_errors`` sections (:func:`gpu_state_rules`); the burn-in and kiln-health both call them.
 
 Statuses follow kiln_verdict: a counter is judged only when it is a non-negative integer
 no larger than ``limits.counter_max``; anything else (None, a string, a float, a bool, a
@@ -35,7 +39,8 @@ row-remapping GPU (Ampere+).
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, Mapping, Tuple
+import re
+from typing import Any, Dict, List, Mapping, Tuple
 
 from .. import verdict as kiln_verdict
 from .dcgm_diag import dcgm_test_key
@@ -48,7 +53,10 @@ __all__ = [
     "MEMORY_CHECKS",
     "NO_SMI",
     "SCHEMA",
+    "GPU_STATE_CHECKS",
+    "NVLINK_COUNTERS",
     "default_health_path",
+    "gpu_state_rules",
     "load_health",
     "memory_rules",
     "validate_health",
@@ -62,6 +70,12 @@ CHECK_ECC = "memory.ecc_uncorrectable"
 CHECK_REMAP = "memory.remapped_rows"
 CHECK_RETIRED = "memory.retired_pages"
 MEMORY_CHECKS = (CHECK_ECC, CHECK_REMAP, CHECK_RETIRED)
+CHECK_PERSISTENCE = "gpu.persistence_mode"
+CHECK_FABRIC = "gpu.fabric"
+CHECK_NVLINK_ERRORS = "nvlink.errors"
+GPU_STATE_CHECKS = (CHECK_PERSISTENCE, CHECK_FABRIC, CHECK_NVLINK_ERRORS)
+#: The NVLink counters every rules file must judge (kiln_hwfacts.parse_nvlink_errors' names).
+NVLINK_COUNTERS = ("replay", "recovery", "crc")
 
 _CONFIDENCES = ("DERIVED", "REPORTED", "UNVERIFIED", "SITE", "BASELINE")
 _RULE_STATUSES = (FAIL, WARN)
@@ -107,14 +121,85 @@ def _check_rule(where: str, rule: Any, kind: str) -> None:
             f"{where}: status must be one of {', '.join(_RULE_STATUSES)}, not {status!r}")
     if kind == "counter" and (not is_int(rule.get("max")) or rule["max"] < 0):
         raise kiln_verdict.KilnConfigError(f"{where}: max must be a non-negative integer, not {rule.get('max')!r}")
+    if kind == "growth" and (not is_int(rule.get("max_growth")) or rule["max_growth"] < 0):
+        raise kiln_verdict.KilnConfigError(
+            f"{where}: max_growth must be a non-negative integer, not {rule.get('max_growth')!r}")
     if confidence == "UNVERIFIED" and status == FAIL and not str(rule.get("note") or "").strip():
         raise kiln_verdict.KilnConfigError(
             f"{where}: an UNVERIFIED rule may only FAIL a node with a `note` saying so; "
             "make it WARN, verify it, or add the note")
 
 
-def validate_health(data: Any, where: str) -> Dict[str, Any]:
-    """Check a loaded rules document; returns a deep copy with integer DCGM level keys."""
+def _words(where: str, value: Any) -> List[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
+        raise kiln_verdict.KilnConfigError(f"{where} must be a non-empty list of strings, not {show(value)}")
+    return [v.strip() for v in value]
+
+
+def _check_source(where: str, rule: Any) -> None:
+    """source + confidence of a rule that has no status of its own."""
+    if not isinstance(rule, Mapping):
+        raise kiln_verdict.KilnConfigError(f"{where}: not a mapping")
+    if rule.get("confidence") not in _CONFIDENCES:
+        raise kiln_verdict.KilnConfigError(
+            f"{where}: confidence {rule.get('confidence')!r} is not one of {', '.join(_CONFIDENCES)}")
+    if not isinstance(rule.get("source"), str) or not rule["source"].strip():
+        raise kiln_verdict.KilnConfigError(f"{where}: no source")
+
+
+def _validate_gpu_state(out: Dict[str, Any], where: str, counter_max: int) -> None:
+    """The ``gpu_state`` and ``nvlink_errors`` sections (normalised in place: lists of stripped words)."""
+    section = out.get("gpu_state")
+    if not isinstance(section, Mapping):
+        raise kiln_verdict.KilnConfigError(f"{where}: no 'gpu_state' mapping (gpu.persistence_mode, gpu.fabric rules)")
+    persistence = section.get("persistence_mode")
+    if not isinstance(persistence, Mapping) or "disabled" not in persistence:
+        raise kiln_verdict.KilnConfigError(f"{where}: missing rule gpu_state.persistence_mode.disabled")
+    _check_rule(f"{where}: gpu_state.persistence_mode.disabled", persistence["disabled"], "flag")
+    fabric = section.get("fabric")
+    if not isinstance(fabric, Mapping):
+        raise kiln_verdict.KilnConfigError(f"{where}: missing rule gpu_state.fabric")
+    for name in ("manager_inactive", "registered", "in_progress", "not_registered"):
+        if name not in fabric:
+            raise kiln_verdict.KilnConfigError(f"{where}: missing rule gpu_state.fabric.{name}")
+    for name in ("manager_inactive", "in_progress", "not_registered"):
+        _check_rule(f"{where}: gpu_state.fabric.{name}", fabric[name], "flag")
+    _check_source(f"{where}: gpu_state.fabric.registered", fabric["registered"])
+    registered = dict(fabric["registered"])
+    for key in ("states", "statuses", "architectures"):
+        registered[key] = _words(f"{where}: gpu_state.fabric.registered.{key}", registered.get(key))
+    registered["architectures"] = [a.lower() for a in registered["architectures"]]
+    in_progress = dict(fabric["in_progress"])
+    in_progress["states"] = _words(f"{where}: gpu_state.fabric.in_progress.states", in_progress.get("states"))
+    clash = {s.lower() for s in registered["states"]} & {s.lower() for s in in_progress["states"]}
+    if clash:
+        raise kiln_verdict.KilnConfigError(
+            f"{where}: gpu_state.fabric state(s) {', '.join(sorted(clash))} both registered and in_progress")
+    out["gpu_state"] = dict(section, fabric=dict(fabric, registered=registered, in_progress=in_progress))
+
+    nvlink = out.get("nvlink_errors")
+    counters = nvlink.get("counters") if isinstance(nvlink, Mapping) else None
+    if not isinstance(counters, Mapping):
+        raise kiln_verdict.KilnConfigError(f"{where}: no 'nvlink_errors.counters' mapping (nvlink.errors rules)")
+    for name in NVLINK_COUNTERS:
+        if name not in counters:
+            raise kiln_verdict.KilnConfigError(f"{where}: missing rule nvlink_errors.counters.{name}")
+    for name, rule in counters.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9_]{1,64}", name):
+            raise kiln_verdict.KilnConfigError(
+                f"{where}: nvlink_errors.counters key {name!r} is not a counter name (lower case, digits, _)")
+        _check_rule(f"{where}: nvlink_errors.counters.{name}", rule, "growth")
+        if rule["max_growth"] >= counter_max:
+            raise kiln_verdict.KilnConfigError(
+                f"{where}: nvlink_errors.counters.{name}.max_growth is not below limits.counter_max")
+
+
+def validate_health(data: Any, where: str, partial: bool = False) -> Dict[str, Any]:
+    """Check a loaded rules document; returns a deep copy with integer DCGM level keys.
+
+    The ``gpu_state`` and ``nvlink_errors`` sections are required; *partial* lets a document
+    without them through (the sections a caller wraps for one judge: :func:`memory_rules`).
+    """
     if not isinstance(data, Mapping):
         raise kiln_verdict.KilnConfigError(f"{where}: not a kiln health rules file (not a mapping)")
     if data.get("schema") != SCHEMA:
@@ -157,6 +242,8 @@ def validate_health(data: Any, where: str) -> Dict[str, Any]:
         normal[level] = dict(spec or {}, stress=[dcgm_test_key(t) for t in stress])
     out["dcgm"] = dict(dcgm, levels=normal)
     out["limits"] = dict(limits, counter_max=counter_max)
+    if not partial or "gpu_state" in out or "nvlink_errors" in out:
+        _validate_gpu_state(out, where, counter_max)
     return out
 
 
@@ -187,8 +274,39 @@ def memory_rules(thresholds: Any) -> Tuple[Mapping[str, Any], int]:
     memory = thresholds.get("memory", thresholds)
     wrapped = {"schema": SCHEMA, "memory": memory, "limits": thresholds.get("limits") or {},
                "dcgm": {"confidence": "SITE", "source": "n/a", "levels": {1: {"stress": []}}}}
-    data = validate_health(wrapped, "health rules")
+    data = validate_health(wrapped, "health rules", partial=True)
     return data["memory"], data["limits"]["counter_max"]
+
+
+_MEMORY_STUB = {"ecc_uncorrectable": {k: {"max": 0, "status": FAIL, "confidence": "SITE", "source": "n/a"}
+                                      for k in ("volatile_sram_uncorrectable", "volatile_dram_uncorrectable",
+                                                "volatile_uncorrectable")},
+                "remapped_rows": {k: {"status": FAIL, "confidence": "SITE", "source": "n/a"}
+                                  for k in ("pending", "failure")},
+                "retired_pages": {"pending": {"status": FAIL, "confidence": "SITE", "source": "n/a"},
+                                  "double_bit": {"max": 0, "status": FAIL, "confidence": "SITE", "source": "n/a"},
+                                  "single_bit": {"max": 0, "status": FAIL, "confidence": "SITE", "source": "n/a"}}}
+
+
+def gpu_state_rules(thresholds: Any) -> Dict[str, Any]:
+    """The rules of kiln.health.gpu_state's judges, validated.
+
+    *thresholds*: the mapping from :func:`load_health` (or any mapping with its ``gpu_state``,
+    ``nvlink_errors`` and optional ``limits`` sections). Returns ``{persistence_mode: {disabled},
+    fabric: {manager_inactive, registered, in_progress, not_registered}, nvlink_errors: {counter:
+    rule}, counter_max}``; KilnConfigError naming the key for anything missing or malformed.
+    """
+    if not isinstance(thresholds, Mapping):
+        raise kiln_verdict.KilnConfigError("gpu_state judges: rules must be the mapping from load_health()")
+    if "schema" in thresholds:
+        data = validate_health(thresholds, "health rules")
+    else:
+        wrapped = {"schema": SCHEMA, "memory": _MEMORY_STUB, "limits": thresholds.get("limits") or {},
+                   "dcgm": {"confidence": "SITE", "source": "n/a", "levels": {1: {"stress": []}}},
+                   "gpu_state": thresholds.get("gpu_state"), "nvlink_errors": thresholds.get("nvlink_errors")}
+        data = validate_health(wrapped, "health rules")
+    return {"persistence_mode": data["gpu_state"]["persistence_mode"], "fabric": data["gpu_state"]["fabric"],
+            "nvlink_errors": dict(data["nvlink_errors"]["counters"]), "counter_max": data["limits"]["counter_max"]}
 
 
 

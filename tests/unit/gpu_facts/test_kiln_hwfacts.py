@@ -80,7 +80,8 @@ def test_parse_recorded_xml(fname, driver, cuda, name, pci_id, pcie, field, reas
 def test_synthetic_h100_details():
     gpu = kg.parse_nvidia_smi_xml((FIXTURES / "synthetic-h100-sxm5-565.57.01.xml").read_text())["gpus"][0]
     assert gpu["persistence_mode"] is True
-    assert gpu["fabric"] == {"state": "Completed", "status": "Success"}
+    assert gpu["fabric"] == {"state": "Completed", "status": "Success", "clique_id": 0,
+                             "cluster_uuid": "00000000-0000-0000-0000-000000000000", "health_summary": None}
     assert gpu["pcie"]["replay_count"] == 7
     assert gpu["pci_bus_id"] == "00000000:18:00.0"
     assert gpu["memory_total_mib"] == 81559
@@ -98,7 +99,8 @@ def test_recorded_h200_details():
     assert gpu["mig_mode"] == "Disabled"
     assert gpu["memory_repair"] == "row_remap"
     # N/A fabric fields (no NVSwitch in a pass-through VM) read as unknown, never as a state.
-    assert gpu["fabric"] == {"state": None, "status": None}
+    assert gpu["fabric"] == {"state": None, "status": None, "clique_id": None, "cluster_uuid": None,
+                             "health_summary": None}
     # The text and CSV captures of the same GPU agree with the XML.
     text = (here / "nvidia-smi-q").read_text()
     assert "Driver Version                                         : 580.159.04" in text

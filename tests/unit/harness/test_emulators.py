@@ -336,6 +336,9 @@ def test_dcgmi_diag_dcgm_fail_json(env, hostengine, tmp_path):
 def test_dcgmi_health(env, hostengine):
     port, _ = hostengine
     r = run("dcgmi", "health", "-c", "--host", "127.0.0.1:%d" % port, env=env)
+    assert r.returncode == 253 and "Health watches not enabled" in r.stdout + r.stderr  # DCGM's: set them first
+    assert run("dcgmi", "health", "-s", "a", "--host", "127.0.0.1:%d" % port, env=env).returncode == 0
+    r = run("dcgmi", "health", "-c", "--host", "127.0.0.1:%d" % port, env=env)
     assert r.returncode == 0
     assert "| Overall Health            | Healthy" in r.stdout
 
