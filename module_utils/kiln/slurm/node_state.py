@@ -17,7 +17,7 @@ Pure functions, standard library only. Importable as ``kiln.slurm.node_state`` a
 * the burn-in lock's restore of an interrupted run's drains (``library/kiln_burnin_lock.py``).
 
 kiln's drains are those whose reason starts with one of :data:`KILN_REASON_PREFIXES`
-(``BURNIN:``, ``UPGRADE:``). Anything else -- an RMA ticket, "bad PSU", Slurm's own "Not
+(``BURNIN:``, ``UPGRADE:``, ``HEALTH:``). Anything else -- an RMA ticket, "bad PSU", Slurm's own "Not
 responding" -- is a person's (or Slurm's) reason, and the node is **held**: reported
 ``held by operator: <reason>``, never re-drained with another reason, never resumed.
 
@@ -55,6 +55,7 @@ __all__ = [
     "BURNIN_REASON_PREFIX",
     "CHANGE",
     "DRAIN",
+    "HEALTH_REASON_PREFIX",
     "HELD",
     "KEPT",
     "KILN_REASON_PREFIXES",
@@ -74,8 +75,11 @@ __all__ = [
 BURNIN_REASON_PREFIX = "BURNIN:"
 #: The start of the rolling upgrade's drain reasons (a batch under upgrade).
 UPGRADE_REASON_PREFIX = "UPGRADE:"
-#: Drain reasons kiln sets: the burn-in's, and the rolling upgrade's. Only these are ever replaced or lifted.
-KILN_REASON_PREFIXES: Tuple[str, ...] = (BURNIN_REASON_PREFIX, UPGRADE_REASON_PREFIX)
+#: The start of kiln-health's drain reasons (a node that failed a health check between jobs, docs/health.md).
+HEALTH_REASON_PREFIX = "HEALTH:"
+#: Drain reasons kiln sets: the burn-in's, the rolling upgrade's and kiln-health's. Only these are ever
+#: replaced or lifted (kiln-health itself acts on HEALTH: only; the upgrade holds a HEALTH: drain).
+KILN_REASON_PREFIXES: Tuple[str, ...] = (BURNIN_REASON_PREFIX, UPGRADE_REASON_PREFIX, HEALTH_REASON_PREFIX)
 
 DRAIN, RESUME = "drain", "resume"
 ACTIONS = (DRAIN, RESUME)

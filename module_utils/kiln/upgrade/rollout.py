@@ -37,7 +37,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..errors import FilterError, as_filter
-from ..slurm.node_state import UPGRADE_REASON_PREFIX, kiln_reason
+from ..slurm.node_state import HEALTH_REASON_PREFIX, UPGRADE_REASON_PREFIX, kiln_reason
 from ..slurm.sinfo import DOWN, DRAINED, UNRECOGNISED, condition, parse_sinfo
 
 #: The drain reason of a batch under upgrade (a kiln drain: kiln_node_state.KILN_REASON_PREFIXES).
@@ -202,6 +202,11 @@ def plan(nodes: Sequence[str], info: Mapping[str, Mapping[str, Any]],
                     out[HELD].append(node)
                     out["why"][node] = (f"held by operator: {row.get('reason') or 'no reason'}; left alone: "
                                         "resume it and re-run to upgrade it")
+                    continue
+                if kiln_reason(row.get("reason"), (HEALTH_REASON_PREFIX,)):
+                    out[HELD].append(node)
+                    out["why"][node] = (f"drained by kiln-health ({row.get('reason')}): a fault, left alone; repair "
+                                        "it, run the burn-in's swap mode on it, then re-run to upgrade it")
                     continue
                 kiln_drained = True
         applied = _record_fp(entry.get("applied"))

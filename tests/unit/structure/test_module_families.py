@@ -28,7 +28,7 @@ FAMILIES: dict[str, int] = {
     "nccl": 1, "facts": 1, "packages": 1, "mirror": 1,
     "health": 2, "fabric": 2, "slurm": 2,
     "burnin": 3,
-    "upgrade": 4,
+    "upgrade": 4, "nodehealth": 4,
 }
 #: The shared bases and what each may import beyond other bases (verdict holds the verdict vocabulary
 #: and reads nccl-tests results).
