@@ -6,10 +6,11 @@
 - ``rules``: the health rules file behind the memory and ``dcgmi diag`` verdicts
 - ``memory``: ECC, row remapping and page retirement checks (reads ``facts``)
 - ``dcgm``: the check of one ``dcgmi diag -r <level>`` run
-- ``dcgm_health``: the parser of ``dcgmi health -c [-j]`` and the ``dcgm.health`` check (reads ``dcgm``, ``rules``)
+- ``dcgm_health``: the parser of ``dcgmi health -c [-j]`` and the ``dcgm.health`` check
+  (reads ``dcgm``, ``dcgm_diag``, ``rules``)
 - ``kernel_log``: the kernel log a burn-in reads for NVIDIA XIDs
 - ``gpu_state``: persistence mode, Fabric Manager and GPU fabric registration, NVLink error growth
-  (reads ``rules``; the burn-in and kiln-health both call it)
+  (reads ``rules``, ``memory``; the burn-in and kiln-health both call it)
 - ``catalogue``: the node-health check catalogue (``node_health`` of the rules file), checked
 - ``alerts``: the Prometheus alerting rules for kiln-health's textfile metrics (reads ``rules``, ``catalogue``)
 """

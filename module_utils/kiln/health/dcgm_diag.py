@@ -255,7 +255,7 @@ def _json_doc(doc: Any, tests: _Tests, meta: Dict[str, Any], nested: bool = Fals
     return True
 
 
-def _json_starts(text: str) -> List[int]:
+def json_starts(text: str) -> List[int]:
     starts: List[int] = []
     first = text.find("{")
     if first >= 0:
@@ -407,7 +407,7 @@ def parse_dcgm_diag(stdout: Any, stderr: Any = "") -> Dict[str, Any]:
         recognised = False
         looks_json = '"test_categories"' in out or '"DCGM' in out or '"runtime_error"' in out
         decoder = json.JSONDecoder()
-        for number, start in enumerate(_json_starts(out)):
+        for number, start in enumerate(json_starts(out)):
             try:
                 doc, _end = decoder.raw_decode(out, start)
             except (ValueError, RecursionError):

@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import verdict as kiln_verdict
 from .dcgm import DCGM_RC
+from .dcgm_diag import json_starts
 from .rules import is_int, show
 
 __all__ = ["CHECK_ID", "MAX_ENTITIES", "UNKNOWN", "dcgm_health_check", "parse_dcgm_health"]
@@ -46,7 +47,6 @@ MAX_ENTITIES = 1024
 MAX_MESSAGES = 16
 MAX_MESSAGE_CHARS = 400
 MAX_PROBLEMS = 20
-_MAX_JSON_STARTS = 8
 _SEVERITY = {PASS: 0, WARN: 1, UNKNOWN: 2, FAIL: 3}
 
 _HEALTH_WORDS = {"healthy": PASS, "pass": PASS, "passed": PASS, "ok": PASS,
@@ -204,20 +204,6 @@ def _json_report(doc: Any, report: _Report, nested_candidate: bool) -> bool:
     return True
 
 
-def _json_starts(text: str) -> List[int]:
-    starts: List[int] = []
-    first = text.find("{")
-    if first >= 0:
-        starts.append(first)
-    for match in re.finditer(r"(?m)^[ \t]*\{", text):
-        pos = match.end() - 1
-        if pos not in starts:
-            starts.append(pos)
-        if len(starts) >= _MAX_JSON_STARTS:
-            break
-    return starts
-
-
 _ROW_RE = re.compile(r"^\|\s(?P<left>[^|]*?)\s*\|\s?(?P<right>[^|]*?)\s*\|\s*$")
 _LEVEL_RE = re.compile(r"^(?P<indent> *)-> (?P<label>.*)$")
 
@@ -318,7 +304,7 @@ def parse_dcgm_health(text: Any) -> Dict[str, Any]:
     try:
         out = _as_text(text, "output", report)
         decoder = json.JSONDecoder()
-        for number, start in enumerate(_json_starts(out)):
+        for number, start in enumerate(json_starts(out)):
             try:
                 doc, _end = decoder.raw_decode(out, start)
             except (ValueError, RecursionError):

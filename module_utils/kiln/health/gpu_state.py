@@ -42,6 +42,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import verdict as kiln_verdict
+from .memory import plausible_count
 from .rules import (
     CHECK_FABRIC, CHECK_NVLINK_ERRORS, CHECK_PERSISTENCE, NO_SMI, NVLINK_COUNTERS, gpu_state_rules, is_int, show,
 )
@@ -92,19 +93,6 @@ def _join(reasons: List[str]) -> str:
     if len(reasons) > _MAX_REASONS:
         text += f"; and {len(reasons) - _MAX_REASONS} more"
     return text
-
-
-def _count(value: Any, limit: int) -> Tuple[Optional[int], Optional[str]]:
-    """(value, None) for a plausible counter, else (None, why it cannot be judged)."""
-    if value is None:
-        return None, "not reported (N/A)"
-    if not is_int(value):
-        return None, f"{show(value)} is not an integer count"
-    if value < 0:
-        return None, f"{value} is negative"
-    if value > limit:
-        return None, f"{value} is implausible (above {limit}; an N/A sentinel?)"
-    return value, None
 
 
 def _nvswitches(facts: Mapping[str, Any]) -> Tuple[Optional[int], Optional[str]]:
@@ -369,7 +357,7 @@ def _judge_link(label: str, link: str, counters: Any, prev: Any, have_prev: bool
         statuses.append(INCOMPLETE)
         out["reasons"].append(f"{where}: previous snapshot malformed ({type(prev).__name__}): growth not judged")
     for name in names:
-        value, problem = _count(counters.get(name), limit)
+        value, problem = plausible_count(counters.get(name), limit)
         if problem is not None:
             statuses.append(INCOMPLETE)
             out["reasons"].append(f"{where} {name} {problem}")
@@ -383,7 +371,7 @@ def _judge_link(label: str, link: str, counters: Any, prev: Any, have_prev: bool
         if before is None:
             statuses.append(PASS)
             continue
-        base, bad = _count(before, limit)
+        base, bad = plausible_count(before, limit)
         if bad is not None:
             statuses.append(INCOMPLETE)
             out["reasons"].append(f"{where} {name}: previous value {bad}: growth not judged")

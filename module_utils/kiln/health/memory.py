@@ -26,7 +26,7 @@ PASS, WARN, FAIL, INCOMPLETE, SKIP = (kiln_verdict.PASS, kiln_verdict.WARN, kiln
                                       kiln_verdict.INCOMPLETE, kiln_verdict.SKIP)
 
 
-def _counter(value: Any, limit: int) -> Tuple[Optional[int], Optional[str]]:
+def plausible_count(value: Any, limit: int) -> Tuple[Optional[int], Optional[str]]:
     """(value, None) for a plausible counter, else (None, why it cannot be judged)."""
     if value is None:
         return None, "not reported"
@@ -108,7 +108,7 @@ def _ecc_gpu(gpu: Mapping[str, Any], label: str, rules: Mapping[str, Any], limit
     values: Dict[str, Any] = {}
     over_split = False
     for key in judged:
-        value, problem = _counter(raw[key], limit)
+        value, problem = plausible_count(raw[key], limit)
         if problem is not None:
             if raw[key] is None and key != "volatile_uncorrectable" and _scheme(gpu) == kiln_hwfacts.PAGE_RETIREMENT \
                     and raw["volatile_uncorrectable"] is not None:
@@ -196,7 +196,7 @@ def _retired_gpu(gpu: Mapping[str, Any], label: str, rules: Mapping[str, Any], l
         if flag:
             reasons.append(f"{label} page retirement pending (applied at the next driver load)")
     for name, words in (("double_bit", "double-bit"), ("single_bit", "multiple single-bit")):
-        value, problem = _counter(pages.get(name), limit)
+        value, problem = plausible_count(pages.get(name), limit)
         if problem is not None:
             statuses.append(INCOMPLETE)
             reasons.append(f"{label} retired pages ({words}) {problem}")
