@@ -327,3 +327,21 @@ def test_the_data_loaders_have_no_default_file(loader, path):
     load = {"floors": kiln_verdict.load_floors, "health": load_health, "fabric": load_fabric_thresholds}[loader]
     with pytest.raises((kiln_verdict.KilnConfigError, FabricError), match="path is required"):
         load(path)
+
+
+def test_swap_takes_a_kiln_health_drained_node_as_a_repair_target():
+    """A node kiln-health drained (HEALTH: ...) is tested by a swap run and resumed on PASS; a FAIL drains it
+    with the burn-in's reason; outside swap mode it is left drained (docs/health.md)."""
+    sinfo = ksi.parse_sinfo(["c1|idle|none", "c2|idle|none", "c4|drained|HEALTH: xid.kernel_log: 79 (0000:18:00)"])
+    state = kiln_data.pair_start(["c1", "c2", "c4"], "swap", ["c4"], ["c1", "c2"],
+                                 {"c1": history(), "c2": history()}, VERSIONS, sinfo)
+    assert state["resume"] == ["c4"] and state["pairs"] == [("c4", "c1")]
+    default = kiln_data.pair_start(["c1", "c2", "c4"], "default", [], [], {"c1": history(), "c2": history()},
+                                   VERSIONS, sinfo)
+    assert "c4" not in default["resume"] and "c4" in default["excluded"]
+    drained = {"c4": "HEALTH: xid.kernel_log: 79 (0000:18:00)", "c5": "HEALTH: gpu.count: 7 on PCI, 8 expected"}
+    acts = {a["node"]: a for a in kb.plan_actions(judged_nodes({"c4": "PASS", "c5": "FAIL"}), "swap", drained,
+                                                  ["c4", "c5"])}
+    assert acts["c4"]["action"] == "resume"
+    assert acts["c5"]["action"] == "drain" and acts["c5"]["reason"].startswith("BURNIN:")
+    assert kns.kiln_reason("HEALTH: x") and not kns.kiln_reason("HEALTHY by hand")

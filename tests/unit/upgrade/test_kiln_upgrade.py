@@ -101,6 +101,13 @@ def test_plan_a_burnin_drain_is_kilns_too():
     assert p["todo"][0] == "c1" and p["held"] == []
 
 
+def test_plan_holds_a_kiln_health_drain_a_fault_is_not_upgraded_and_resumed():
+    rows = dict(IDLE, c2=("drained", "HEALTH: memory.remapped_rows: GPU1 row remap pending"))
+    p = ku.plan(NODES, info({"c1": FP_OLD, "c2": FP_OLD, "c3": FP_OLD}), sinfo(rows))
+    assert p["held"] == ["c2"] and "c2" not in p["todo"]
+    assert "kiln-health" in p["why"]["c2"] and "swap" in p["why"]["c2"]
+
+
 @pytest.mark.parametrize("state", ["down", "down*", "idle*", "future", "weird_state", ""])
 def test_plan_down_unknown_or_missing_in_slurm_is_not_upgraded(state):
     rows = dict(IDLE, c2=(state, "not responding"))
@@ -138,7 +145,7 @@ def test_plan_refuses_a_bad_batch():
 
 
 _states = st.sampled_from(["idle", "mixed", "allocated", "drained", "draining", "down", "idle*", "bogus"])
-_reasons = st.sampled_from(["", "UPGRADE: to stack x (kiln run y)", "BURNIN: FAIL", "ops: fan"])
+_reasons = st.sampled_from(["", "UPGRADE: to stack x (kiln run y)", "BURNIN: FAIL", "ops: fan", "HEALTH: gpu.count: 7"])
 
 
 @settings(max_examples=200)
@@ -160,7 +167,7 @@ def test_plan_properties(rows, applied, reach, batch):
         if not reach[n] or state in ("down", "idle*", "bogus"):
             assert n in p["unreachable"]
         elif operator_drain:
-            assert n in p["held"]  # a person's drain is never touched
+            assert n in p["held"]  # a person's drain is never touched, nor kiln-health's (a fault)
         elif n in p["done"]:
             assert applied[n] == FP_NEW and state not in ("drained", "draining")
 
