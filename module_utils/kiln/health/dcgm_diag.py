@@ -93,7 +93,7 @@ def worse_status(a: Optional[str], b: str) -> str:
     return b if a is None or _TEST_SEVERITY[b] > _TEST_SEVERITY[a] else a
 
 
-def _clip(text: Any) -> str:
+def clip_message(text: Any) -> str:
     value = text if isinstance(text, str) else repr(text)
     value = " ".join(value.split())
     return value if len(value) <= MAX_MESSAGE_CHARS else value[:MAX_MESSAGE_CHARS - 3] + "..."
@@ -115,8 +115,8 @@ class _Tests:
                 self.dropped += 1
                 return None
             self.order.append(ident)
-            self.tests[ident] = {"name": _clip(name) or "unnamed", "key": key,
-                                 "category": _clip(category) if category else None,
+            self.tests[ident] = {"name": clip_message(name) or "unnamed", "key": key,
+                                 "category": clip_message(category) if category else None,
                                  "summary": None, "entities": {}, "warnings": []}
         return self.tests[ident]
 
@@ -125,7 +125,7 @@ class _Tests:
                 error_id: Any = None) -> Optional[Dict[str, Any]]:
         if len(test["warnings"]) >= MAX_MESSAGES:
             return None
-        entry = {"entity": entity, "error_id": error_id if _is_int(error_id) else None, "message": _clip(text)}
+        entry = {"entity": entity, "error_id": error_id if _is_int(error_id) else None, "message": clip_message(text)}
         test["warnings"].append(entry)
         return entry
 
@@ -154,8 +154,8 @@ def _entity_labels(result: Mapping[str, Any]) -> List[str]:
         group = group.strip() if isinstance(group, str) and group.strip() else "GPU"
         ident = result.get("entity_id")
         if _is_int(ident) and 0 <= ident < 1_000_000:
-            return [f"{_clip(group)[:16]}{ident}"]
-        return [f"{_clip(group)[:16]}?"]
+            return [f"{clip_message(group)[:16]}{ident}"]
+        return [f"{clip_message(group)[:16]}?"]
     ids = result.get("gpu_ids", result.get("gpu_id"))
     if _is_int(ids) and 0 <= ids < 1_000_000:
         return [f"GPU{ids}"]
@@ -239,13 +239,13 @@ def _json_doc(doc: Any, tests: _Tests, meta: Dict[str, Any], nested: bool = Fals
     for source in (root, doc):
         error = source.get("runtime_error")
         if isinstance(error, str) and error.strip():
-            meta.setdefault("runtime_error", _clip(error))
+            meta.setdefault("runtime_error", clip_message(error))
     metadata = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
     for key, where in (("version", root.get("version")), ("version", metadata.get("version")),
                        ("driver_version", metadata.get("Driver Version Detected")),
                        ("driver_version", doc.get("Driver Version Detected"))):
         if isinstance(where, str) and where.strip():
-            meta.setdefault(key, _clip(where))
+            meta.setdefault(key, clip_message(where))
     categories = root.get("test_categories")
     if isinstance(categories, list):
         for category in categories[:64]:
@@ -301,7 +301,7 @@ def _parse_text(text: str, problems: List[str]) -> Tuple[List[Dict[str, Any]], b
         if not row:
             stripped = line.strip()
             if stripped.lower().startswith("error") and len(problems) < MAX_PROBLEMS:
-                problems.append(_clip(stripped))
+                problems.append(clip_message(stripped))
             continue
         name, value = row.group("name").strip(), row.group("value").strip()
         if section is not None and section.lower() == "metadata":
@@ -333,7 +333,7 @@ def _parse_text(text: str, problems: List[str]) -> Tuple[List[Dict[str, Any]], b
                 # trailing space to the table padding, a row printed after two spaces began with one.
                 lead = row.group("value").startswith("  ")
                 joiner = "" if last_chunk >= _WRAP and not lead else " "
-                last_message["message"] = _clip(last_message["message"] + joiner + value)
+                last_message["message"] = clip_message(last_message["message"] + joiner + value)
                 last_chunk = len(value) + (1 if lead else 0)
             elif current is not None and value and not value.lower().startswith("code:"):
                 current["summary"] = worse_status(current["summary"], UNKNOWN)  # a status row kiln cannot read
@@ -433,10 +433,10 @@ def parse_dcgm_diag(stdout: Any, stderr: Any = "") -> Dict[str, Any]:
             fmt = "text" if parsed else "none"
             if not parsed:
                 first = next((line.strip() for line in out.splitlines() if line.strip()), "")
-                problems.append(("unrecognised output: " + _clip(first)) if first else "no output")
+                problems.append(("unrecognised output: " + clip_message(first)) if first else "no output")
         for line in err.splitlines()[:5]:
             if line.strip() and len(problems) < MAX_PROBLEMS:
-                problems.append("stderr: " + _clip(line))
+                problems.append("stderr: " + clip_message(line))
         return {"format": fmt, "tests": parsed, "problems": problems[:MAX_PROBLEMS],
                 "version": meta.get("version"), "driver_version": meta.get("driver_version"),
                 "runtime_error": meta.get("runtime_error")}

@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import verdict as kiln_verdict
 from .dcgm import DCGM_RC
-from .dcgm_diag import json_starts
+from .dcgm_diag import clip_message, json_starts
 from .rules import is_int, show
 
 __all__ = ["CHECK_ID", "MAX_ENTITIES", "UNKNOWN", "dcgm_health_check", "parse_dcgm_health"]
@@ -45,7 +45,6 @@ MAX_INPUT_CHARS = 4 * 1024 * 1024
 MAX_LINES = 100_000
 MAX_ENTITIES = 1024
 MAX_MESSAGES = 16
-MAX_MESSAGE_CHARS = 400
 MAX_PROBLEMS = 20
 _SEVERITY = {PASS: 0, WARN: 1, UNKNOWN: 2, FAIL: 3}
 
@@ -67,12 +66,6 @@ HEALTH_RC.update({
 })
 
 
-def _clip(text: Any) -> str:
-    value = text if isinstance(text, str) else repr(text)
-    value = " ".join(value.split())
-    return value if len(value) <= MAX_MESSAGE_CHARS else value[:MAX_MESSAGE_CHARS - 3] + "..."
-
-
 def _health_of(raw: Any) -> str:
     if not isinstance(raw, str):
         return UNKNOWN
@@ -87,7 +80,7 @@ def _system_of(label: Any) -> str:
     text = " ".join(str(label).strip().lower().split())
     if text.endswith(" system"):
         text = text[:-7].strip()
-    return _SYSTEMS.get(text, _clip(text).replace(" ", "_")[:40] or "unnamed")
+    return _SYSTEMS.get(text, clip_message(text).replace(" ", "_")[:40] or "unnamed")
 
 
 class _Report:
@@ -122,7 +115,7 @@ def _overflow_text(node: Mapping[str, Any], where: str, report: _Report) -> List
         report.problem(f"{where}: message is {type(chunks).__name__}, not a list")
         return []
     text = " ".join(c.strip() for c in chunks[:64] if isinstance(c, str) and c.strip())
-    return [_clip(text)] if text else []
+    return [clip_message(text)] if text else []
 
 
 _LEGACY_KEYS = {"0": PASS, "10": WARN, "20": FAIL}  # dcgmHealthWatchResults_t values
@@ -188,7 +181,7 @@ def _json_report(doc: Any, report: _Report, nested_candidate: bool) -> bool:
         report.problem("report has no body")
         return True
     for key, node in body.items():
-        name = _clip(key)[:40]
+        name = clip_message(key)[:40]
         if key == "Overall Health":
             raw = node.get("value") if isinstance(node, Mapping) else node
             report.overall = _health_of(raw)
@@ -198,7 +191,7 @@ def _json_report(doc: Any, report: _Report, nested_candidate: bool) -> bool:
             if "value" in node and node["value"] not in ("", None):  # dcgmi sets none on a group: read it anyway
                 report.add(name, None, _health_of(node["value"]), [])
             for ident, child in node["children"].items():
-                _json_entity(report, f"{name} {_clip(ident)[:16]}", child, name, ident)
+                _json_entity(report, f"{name} {clip_message(ident)[:16]}", child, name, ident)
         else:  # dcgmi writes no other section: read it as an entity ("GPU ID: 0": {"value": ...}), never skip it
             _json_entity(report, name, node)
     return True
@@ -245,9 +238,9 @@ def _parse_text(text: str, report: _Report) -> bool:
                     report.problem(f"Overall Health {show(right)} not recognised")
                 group = None
             else:
-                group = _clip(name)[:40]
+                group = clip_message(name)[:40]
         elif depth == 1:
-            entity = {"label": f"{group or 'entity'} {_clip(name)[:16]}", "value": right, "systems": [],
+            entity = {"label": f"{group or 'entity'} {clip_message(name)[:16]}", "value": right, "systems": [],
                       "chunks": []}
             entities.append(entity)
             system = None
@@ -284,7 +277,7 @@ def _error_line(text: str) -> Optional[str]:
     for line in text.splitlines()[:200]:
         stripped = line.strip()
         if stripped.lower().startswith("error") or " -- " in stripped:
-            return _clip(stripped)
+            return clip_message(stripped)
     return None
 
 
@@ -326,7 +319,7 @@ def parse_dcgm_health(text: Any) -> Dict[str, Any]:
         if fmt == "none":
             error = _error_line(out)
             first = next((line.strip() for line in out.splitlines() if line.strip()), "")
-            report.problem(error or (("unrecognised output: " + _clip(first)) if first else "no output"))
+            report.problem(error or (("unrecognised output: " + clip_message(first)) if first else "no output"))
         overall = report.overall
         for item in report.entities:
             if overall == PASS and item["health"] in (WARN, FAIL):
